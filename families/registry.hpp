@@ -1,0 +1,22 @@
+#pragma once
+/// The built-in families: one line each. A new family adds its folder and one line here.
+#include <families/gemma/gemma3.hpp>
+#include <families/glm/glm4.hpp>
+#include <families/nemotron/nemotron_h.hpp>
+#include <families/qwen/qwen3.hpp>
+#include <tf/registry.hpp>
+
+namespace tf::families {
+
+using builtin = registry<gemma::gemma3,  //
+                         qwen::qwen3,    //
+                         glm::glm4,      //
+                         nemotron::nemotron_h>;
+
+/// Calls `f(hana::type_c<Family>)` for the built-in family answering `arch`.
+template <class Fn>
+auto dispatch(std::string_view arch, Fn&& f) {
+  return builtin::dispatch(arch, std::forward<Fn>(f));
+}
+
+}  // namespace tf::families

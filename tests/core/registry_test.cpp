@@ -1,0 +1,63 @@
+// Tests include/tf/registry.hpp and families/registry.hpp: every architecture name dispatches.
+#include <tf/engine.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+
+namespace {
+template <class T>
+std::string family_of(std::string_view arch) {
+  return T::dispatch(arch, [](auto t) { return std::string(decltype(t)::type::name); });
+}
+}  // namespace
+
+TEST_CASE("every built-in architecture name dispatches to its family") {
+  using tf::families::builtin;
+  CHECK(family_of<builtin>("gemma3") == "gemma3");
+  CHECK(family_of<builtin>("gemma3_text") == "gemma3");
+  CHECK(family_of<builtin>("qwen3") == "qwen3");
+  CHECK(family_of<builtin>("glm4") == "glm4");
+  CHECK(family_of<builtin>("nemotron_h") == "nemotron_h");
+  CHECK(family_of<builtin>("nemotron_h_moe") == "nemotron_h");
+  auto names = builtin::architectures();
+  CHECK(names.size() == 6);
+  for (auto const& n : names) CHECK(builtin::knows(n));
+}
+
+TEST_CASE("an unknown architecture names the known set") {
+  try {
+    tf::families::dispatch("llama", [](auto) {});
+    FAIL("dispatch accepted an unknown architecture");
+  } catch (tf::error const& e) {
+    std::string what = e.what();
+    CHECK(what.find("unknown architecture 'llama'") != std::string::npos);
+    CHECK(what.find("gemma3_text") != std::string::npos);
+    CHECK(what.find("nemotron_h_moe") != std::string::npos);
+  }
+}
+
+TEST_CASE("families bind exactly one pool trait") {
+  using namespace tf::families;
+  STATIC_REQUIRE(tf::binds_kv_pool<gemma::gemma3>);
+  STATIC_REQUIRE(!tf::binds_ledger_pool<gemma::gemma3>);
+  STATIC_REQUIRE(tf::binds_ledger_pool<nemotron::nemotron_h>);
+  STATIC_REQUIRE(std::is_same_v<tf::pool_of<qwen::qwen3>, tf::kv::paged_pool>);
+  STATIC_REQUIRE(std::is_same_v<tf::pool_of<nemotron::nemotron_h>, tf::kv::hybrid_pool>);
+}
+
+TEST_CASE("a family without a forward says so at run time") {
+  using E = tf::engine<tf::families::qwen::qwen3, tf::backend::cpu>;
+  CHECK_THROWS_WITH(E::require_forward(), Catch::Contains("'qwen3' family is recognised"));
+}
+
+TEST_CASE("tensor maps expand per-layer names") {
+  using namespace tf::model;
+  auto row = find_role(tf::families::glm::glm4_tensors, tensor_role::ffn_norm);
+  REQUIRE(row);
+  CHECK(expand(row->gguf, 3) == "blk.3.ffn_norm.weight");
+  CHECK(expand(row->hf, 3) == "model.layers.3.post_attention_layernorm.weight");
+  CHECK(expand("token_embd.weight", 0) == "token_embd.weight");
+  CHECK_FALSE(find_role(tf::families::gemma::gemma3_tensors, tensor_role::attn_q_bias));
+}
