@@ -1,0 +1,214 @@
+#pragma once
+/// Token sampling: greedy, temperature, top-k, top-p, min-p, repetition/presence/frequency
+/// penalties, with a per-request seeded PRNG; returns the token, its logprob and top logprobs.
+#include <tf/error.hpp>
+#include <tf/sample/rng.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+namespace tf::sample {
+
+/// What a request asks of the sampler; temperature 0 means greedy.
+struct sampling_params {
+  float temperature = 0.0f;
+  int top_k = 0;                    // 0: off
+  float top_p = 1.0f;               // 1: off
+  float min_p = 0.0f;               // 0: off
+  float repetition_penalty = 1.0f;  // CTRL-style: positive logits divided, negative multiplied
+  float presence_penalty = 0.0f;    // subtracted once from every token seen in the history
+  float frequency_penalty = 0.0f;   // subtracted per occurrence in the history
+  std::uint64_t seed = 0;
+  int top_logprobs = 0;  // how many alternatives to report (0: none)
+};
+
+/// One token and its log-probability under the model's distribution.
+struct token_logprob {
+  std::int32_t token = 0;
+  float logprob = 0.0f;
+};
+
+/// A sampled token, its logprob and, when asked, the most likely alternatives (best first).
+struct sample_result {
+  std::int32_t token = 0;
+  float logprob = 0.0f;
+  std::vector<token_logprob> top;
+};
+
+/// Throws tf::error when a parameter is out of range.
+inline void validate(sampling_params const& p) {
+  if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature))
+    throw error("tf: sampling temperature {} must be finite and >= 0", p.temperature);
+  if (p.top_k < 0) throw error("tf: sampling top_k {} must be >= 0", p.top_k);
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f))
+    throw error("tf: sampling top_p {} must be in (0, 1]", p.top_p);
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f))
+    throw error("tf: sampling min_p {} must be in [0, 1]", p.min_p);
+  if (!(p.repetition_penalty > 0.0f) || !std::isfinite(p.repetition_penalty))
+    throw error("tf: repetition_penalty {} must be finite and > 0", p.repetition_penalty);
+  if (!std::isfinite(p.presence_penalty) || !std::isfinite(p.frequency_penalty))
+    throw error("tf: presence_penalty {} / frequency_penalty {} must be finite", p.presence_penalty,
+                p.frequency_penalty);
+  if (p.top_logprobs < 0) throw error("tf: top_logprobs {} must be >= 0", p.top_logprobs);
+}
+
+/// Samples tokens for one request; owns its PRNG so a seed gives the same stream every time,
+/// whatever other requests do.
+class sampler {
+ public:
+  explicit sampler(sampling_params p) : params_(p), rng_(p.seed) { validate(params_); }
+
+  sampling_params const& params() const { return params_; }
+
+  /// Picks the next token from `logits` [vocab]; `history` holds the tokens the penalties count.
+  /// The order is: penalties, temperature, top-k, top-p, min-p, then one draw.
+  sample_result sample(std::span<float const> logits, std::span<std::int32_t const> history = {}) {
+    auto const n = logits.size();
+    if (n == 0) throw error("tf: sample() got an empty logits row");
+    if (n > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+      throw error("tf: sample() got {} logits, more than an int32 token id can name", n);
+    sample_result out;
+    model_logprobs(logits, out);
+
+    work_.assign(logits.begin(), logits.end());
+    apply_penalties(history, n);
+
+    if (params_.temperature == 0.0f) {
+      out.token = argmax(work_);
+    } else {
+      out.token = draw();
+    }
+    out.logprob = static_cast<float>(static_cast<double>(logits[out.token]) - lse_);
+    return out;
+  }
+
+ private:
+  // Log-sum-exp of the raw logits, and the top alternatives (the model's own distribution, as
+  // OpenAI-style APIs report it).
+  void model_logprobs(std::span<float const> logits, sample_result& out) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (float v : logits) mx = std::max(mx, v);
+    if (!std::isfinite(mx)) throw error("tf: sample() got no finite logit (max {})", mx);
+    double s = 0.0;
+    for (float v : logits) s += std::exp(static_cast<double>(v) - mx);
+    lse_ = mx + std::log(s);
+    if (params_.top_logprobs > 0) {
+      auto k = std::min<std::size_t>(static_cast<std::size_t>(params_.top_logprobs), logits.size());
+      order_.resize(logits.size());
+      for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<std::int32_t>(i);
+      auto better = [&](std::int32_t a, std::int32_t b) {
+        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+      };
+      std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(k),
+                        order_.end(), better);
+      out.top.clear();
+      for (std::size_t i = 0; i < k; ++i)
+        out.top.push_back({order_[i], static_cast<float>(logits[order_[i]] - lse_)});
+    }
+  }
+
+  void apply_penalties(std::span<std::int32_t const> history, std::size_t n) {
+    bool const any = params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+                     params_.frequency_penalty != 0.0f;
+    if (!any || history.empty()) return;
+    counts_.clear();
+    for (auto t : history) {
+      if (t < 0 || static_cast<std::size_t>(t) >= n)
+        throw error("tf: penalty history holds token {}, outside the vocabulary of {}", t, n);
+      ++counts_[t];
+    }
+    for (auto [t, c] : counts_) {
+      float& v = work_[static_cast<std::size_t>(t)];
+      v = v > 0.0f ? v / params_.repetition_penalty : v * params_.repetition_penalty;
+      v -= params_.presence_penalty + params_.frequency_penalty * static_cast<float>(c);
+    }
+  }
+
+  static std::int32_t argmax(std::vector<float> const& v) {
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < v.size(); ++i)
+      if (v[i] > v[best]) best = i;  // first index wins a tie
+    return static_cast<std::int32_t>(best);
+  }
+
+  std::int32_t draw() {
+    auto const n = work_.size();
+    double const inv_t = 1.0 / static_cast<double>(params_.temperature);
+    float mx = -std::numeric_limits<float>::infinity();
+    for (float v : work_) mx = std::max(mx, v);
+    if (!std::isfinite(mx)) throw error("tf: every logit is -inf after the penalties");
+    probs_.resize(n);
+    double z = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      probs_[i] = std::exp((static_cast<double>(work_[i]) - mx) * inv_t);
+      z += probs_[i];
+    }
+    for (auto& p : probs_) p /= z;
+
+    auto better = [&](std::int32_t a, std::int32_t b) {
+      return probs_[a] > probs_[b] || (probs_[a] == probs_[b] && a < b);
+    };
+    order_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) order_[i] = static_cast<std::int32_t>(i);
+
+    // Candidates best first: sort only as many as top-k / top-p can keep, growing if needed.
+    std::size_t keep = params_.top_k > 0 ? std::min<std::size_t>(params_.top_k, n) : n;
+    std::size_t sorted = std::min<std::size_t>(keep, 64);
+    for (;;) {
+      std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(sorted),
+                        order_.end(), better);
+      if (sorted == keep) break;
+      if (params_.top_p < 1.0f) {
+        double c = 0.0;
+        for (std::size_t i = 0; i < sorted; ++i) c += probs_[order_[i]];
+        if (c >= params_.top_p) break;  // the nucleus ends inside the sorted prefix
+      } else if (params_.min_p <= 0.0f) {
+        break;  // no cut needs the order: draw over everything below
+      } else if (probs_[order_[sorted - 1]] < params_.min_p * probs_[order_[0]]) {
+        break;
+      }
+      sorted = std::min(keep, sorted * 4);
+    }
+    bool const need_all = params_.top_k == 0 && params_.top_p >= 1.0f && params_.min_p <= 0.0f;
+    std::size_t m = need_all ? n : std::min(keep, sorted);
+    if (params_.top_p < 1.0f) {
+      double c = 0.0;
+      std::size_t i = 0;
+      for (; i < m; ++i) {
+        c += probs_[order_[i]];
+        if (c >= params_.top_p) break;
+      }
+      m = std::min(m, i + 1);
+    }
+    if (params_.min_p > 0.0f) {
+      double const floor = params_.min_p * probs_[order_[0]];
+      std::size_t i = 1;
+      while (i < m && probs_[order_[i]] >= floor) ++i;
+      m = i;
+    }
+    double total = 0.0;
+    for (std::size_t i = 0; i < m; ++i) total += probs_[order_[i]];
+    double const u = rng_.uniform() * total;
+    double c = 0.0;
+    for (std::size_t i = 0; i < m; ++i) {
+      c += probs_[order_[i]];
+      if (u < c) return order_[i];
+    }
+    return order_[m - 1];
+  }
+
+  sampling_params params_;
+  rng rng_;
+  double lse_ = 0.0;
+  std::vector<float> work_;
+  std::vector<double> probs_;
+  std::vector<std::int32_t> order_;
+  std::unordered_map<std::int32_t, int> counts_;
+};
+
+}  // namespace tf::sample
