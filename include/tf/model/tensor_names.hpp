@@ -48,6 +48,30 @@ enum class tensor_role : std::uint8_t {
   ssm_out,
 };
 
+/// The canonical name of a role ("attn_q", ...), for messages and listings.
+constexpr std::string_view role_name(tensor_role r) {
+  constexpr std::array<std::string_view, 35> names{"token_embd",    "output_norm",
+                                                   "output",        "attn_norm",
+                                                   "attn_q",        "attn_k",
+                                                   "attn_v",        "attn_q_bias",
+                                                   "attn_k_bias",   "attn_v_bias",
+                                                   "attn_output",   "attn_q_norm",
+                                                   "attn_k_norm",   "post_attention_norm",
+                                                   "ffn_norm",      "ffn_gate",
+                                                   "ffn_up",        "ffn_down",
+                                                   "post_ffw_norm", "ffn_gate_inp",
+                                                   "ffn_gate_exps", "ffn_up_exps",
+                                                   "ffn_down_exps", "ffn_gate_shexp",
+                                                   "ffn_up_shexp",  "ffn_down_shexp",
+                                                   "exp_probs_b",   "ssm_in",
+                                                   "ssm_conv1d",    "ssm_conv1d_bias",
+                                                   "ssm_dt_bias",   "ssm_a",
+                                                   "ssm_d",         "ssm_norm",
+                                                   "ssm_out"};
+  auto i = static_cast<std::size_t>(r);
+  return i < names.size() ? names[i] : std::string_view("unknown");
+}
+
 /// One row of a family's tensor map. `{}` in a name is the layer index; global tensors have none.
 struct tensor_name {
   tensor_role role;

@@ -1,0 +1,48 @@
+#pragma once
+/// model_file: a GGUF file or a Hugging Face folder, chosen by the path (file -> GGUF, dir -> HF).
+#include <tf/error.hpp>
+#include <tf/model/gguf.hpp>
+#include <tf/model/safetensors.hpp>
+
+#include <filesystem>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace tf::model {
+
+class model_file {
+ public:
+  static model_file open(const std::filesystem::path& path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) return model_file(hf_model::open(path));
+    if (!std::filesystem::exists(path, ec))
+      throw error("tf: model {} does not exist (give a .gguf file or a Hugging Face folder)",
+                  path.string());
+    return model_file(gguf_file::open(path));
+  }
+
+  bool is_gguf() const { return std::holds_alternative<gguf_file>(file_); }
+  const gguf_file* gguf() const { return std::get_if<gguf_file>(&file_); }
+  const hf_model* hf() const { return std::get_if<hf_model>(&file_); }
+
+  /// general.architecture or config["model_type"].
+  std::string_view architecture() const {
+    return std::visit([](auto const& f) { return f.architecture(); }, file_);
+  }
+  const tensor_view* find_tensor(std::string_view name) const {
+    return std::visit([&](auto const& f) { return f.find_tensor(name); }, file_);
+  }
+  const std::vector<tensor_view>& tensors() const {
+    return std::visit([](auto const& f) -> const std::vector<tensor_view>& { return f.tensors(); },
+                      file_);
+  }
+
+ private:
+  explicit model_file(gguf_file f) : file_(std::move(f)) {}
+  explicit model_file(hf_model f) : file_(std::move(f)) {}
+
+  std::variant<gguf_file, hf_model> file_;
+};
+
+}  // namespace tf::model
