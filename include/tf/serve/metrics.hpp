@@ -1,0 +1,112 @@
+#pragma once
+/// Server metrics in Prometheus text form: counters, gauges and latency histograms.
+#include <fmt/format.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tf::serve {
+
+/// A cumulative histogram over fixed upper bounds (seconds), as Prometheus expects.
+class histogram {
+ public:
+  explicit histogram(std::vector<double> bounds)
+      : bounds_(std::move(bounds)), counts_(bounds_.size(), 0) {}
+
+  /// Records one observation.
+  void observe(double v) {
+    std::lock_guard lock(mutex_);
+    for (std::size_t i = 0; i < bounds_.size(); ++i)
+      if (v <= bounds_[i]) ++counts_[i];
+    ++count_;
+    sum_ += v;
+  }
+
+  /// Observations so far.
+  std::uint64_t count() const {
+    std::lock_guard lock(mutex_);
+    return count_;
+  }
+
+  /// Appends `name_bucket`, `name_sum` and `name_count` lines.
+  void write(std::string& out, std::string const& name, std::string const& help) const {
+    std::lock_guard lock(mutex_);
+    out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+    for (std::size_t i = 0; i < bounds_.size(); ++i)
+      out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], counts_[i]);
+    out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, count_, name,
+                       sum_, name, count_);
+  }
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<std::uint64_t> counts_;
+  std::uint64_t count_ = 0;
+  double sum_ = 0.0;
+  mutable std::mutex mutex_;
+};
+
+/// Latency bounds from 1 ms to 60 s.
+inline std::vector<double> latency_bounds() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+}
+
+/// Every counter the server exports; the lane host and the HTTP layer update it.
+struct metrics {
+  std::atomic<std::uint64_t> prompt_tokens{0};
+  std::atomic<std::uint64_t> generation_tokens{0};
+  std::atomic<std::uint64_t> requests_finished{0};
+  std::atomic<std::uint64_t> rejected_queue_full{0};
+  std::atomic<std::uint64_t> rejected_larger_than_pool{0};
+  std::atomic<std::uint64_t> rejected_context{0};
+  std::atomic<std::uint64_t> rejected_bad_request{0};
+  std::atomic<std::uint64_t> rejected_auth{0};
+  std::atomic<std::uint64_t> cancelled{0};
+  histogram ttft{latency_bounds()};
+  histogram inter_token{latency_bounds()};
+
+  /// Prometheus text; the gauges (running, waiting, KV use) come from the caller's snapshot.
+  std::string prometheus(std::size_t running, std::size_t waiting, std::size_t pages_held,
+                         std::size_t pages_total) const {
+    std::string out;
+    auto gauge = [&](char const* name, char const* help, double v) {
+      out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{} {}\n", name, help, name, name, v);
+    };
+    auto counter = [&](char const* name, char const* help, std::uint64_t v) {
+      out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{} {}\n", name, help, name, name, v);
+    };
+    gauge("tf_requests_running", "Requests in the lane rounds now.", static_cast<double>(running));
+    gauge("tf_requests_waiting", "Requests queued for admission.", static_cast<double>(waiting));
+    gauge("tf_kv_pages_held", "KV pages holding tokens.", static_cast<double>(pages_held));
+    gauge("tf_kv_pages_total", "KV pages in the pool.", static_cast<double>(pages_total));
+    gauge("tf_kv_usage_ratio", "Held share of the KV pool.",
+          pages_total ? static_cast<double>(pages_held) / static_cast<double>(pages_total) : 0.0);
+    counter("tf_prompt_tokens_total", "Prompt tokens processed.", prompt_tokens.load());
+    counter("tf_generation_tokens_total", "Tokens generated.", generation_tokens.load());
+    counter("tf_requests_finished_total", "Requests that finished.", requests_finished.load());
+    counter("tf_requests_cancelled_total", "Requests cancelled (client gone or stop).",
+            cancelled.load());
+    out +=
+        "# HELP tf_requests_rejected_total Requests refused, by reason.\n"
+        "# TYPE tf_requests_rejected_total counter\n";
+    out += fmt::format("tf_requests_rejected_total{{reason=\"queue_full\"}} {}\n",
+                       rejected_queue_full.load());
+    out += fmt::format("tf_requests_rejected_total{{reason=\"larger_than_pool\"}} {}\n",
+                       rejected_larger_than_pool.load());
+    out += fmt::format("tf_requests_rejected_total{{reason=\"context_length_exceeded\"}} {}\n",
+                       rejected_context.load());
+    out += fmt::format("tf_requests_rejected_total{{reason=\"bad_request\"}} {}\n",
+                       rejected_bad_request.load());
+    out += fmt::format("tf_requests_rejected_total{{reason=\"unauthorized\"}} {}\n",
+                       rejected_auth.load());
+    ttft.write(out, "tf_time_to_first_token_seconds", "Time from arrival to the first token.");
+    inter_token.write(out, "tf_inter_token_seconds", "Time between two tokens of one request.");
+    return out;
+  }
+};
+
+}  // namespace tf::serve

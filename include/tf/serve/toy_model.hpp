@@ -1,0 +1,120 @@
+#pragma once
+/// A deterministic toy model and byte codec: logits are a pure function of a row's token history,
+/// kept in its KV pages, so batched == solo is checkable without a real model.
+#include <tf/error.hpp>
+#include <tf/serve/lane_host.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace tf::serve {
+
+/// Toy vocabulary: ids 0..255 are bytes, then BOS and EOS.
+struct toy_vocab {
+  static constexpr std::int32_t bos = 256;
+  static constexpr std::int32_t eos = 257;
+  static constexpr std::size_t size = 258;
+};
+
+/// A paged "model": each KV slot keeps a running hash of the history up to it; logits come from
+/// the hash, so a wrong page table or position changes the reply.
+class toy_model {
+ public:
+  /// `delay` is slept once per forward call, to stand in for compute.
+  toy_model(std::size_t num_pages, std::size_t page_tokens,
+            std::chrono::microseconds delay = std::chrono::microseconds(0))
+      : pages_(num_pages),
+        page_tokens_(page_tokens),
+        delay_(delay),
+        slots_(num_pages * page_tokens, 0) {}
+
+  std::size_t vocab_size() const { return toy_vocab::size; }
+  std::size_t page_tokens() const { return page_tokens_; }
+  std::size_t num_pages() const { return pages_; }
+  std::uint64_t forward_calls() const { return calls_; }
+
+  /// Writes each row's hashes into its pages and one logits row per row (or per token).
+  void forward(std::span<batch_row const> rows, float* logits) {
+    ++calls_;
+    if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
+    for (auto const& row : rows) {
+      for (std::size_t i = 0; i < row.tokens.size(); ++i) {
+        auto const pos = static_cast<std::size_t>(row.start_pos) + i;
+        std::uint64_t prev = pos == 0 ? 0x9e3779b97f4a7c15ull : slot(row, pos - 1);
+        auto tok = row.tokens[i];
+        if (tok < 0 || static_cast<std::size_t>(tok) >= toy_vocab::size)
+          throw error("tf: toy model got token {} outside its vocabulary", tok);
+        slot(row, pos) = mix(prev ^ (static_cast<std::uint64_t>(tok) + 1) * 0xff51afd7ed558ccdull);
+        if (row.all_logits || i + 1 == row.tokens.size()) {
+          fill_logits(slot(row, pos), logits);
+          logits += toy_vocab::size;
+        }
+      }
+    }
+  }
+
+ private:
+  static std::uint64_t mix(std::uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+  }
+
+  std::uint64_t& slot(batch_row const& row, std::size_t pos) {
+    auto const page = pos / page_tokens_;
+    if (page >= row.page_table.size())
+      throw error("tf: toy model: position {} needs page {} of a {}-page table", pos, page,
+                  row.page_table.size());
+    auto const id = row.page_table[page];
+    if (id < 0 || static_cast<std::size_t>(id) >= pages_)
+      throw error("tf: toy model: page id {} outside the pool of {}", id, pages_);
+    return slots_[static_cast<std::size_t>(id) * page_tokens_ + pos % page_tokens_];
+  }
+
+  // Printable ASCII is likely, EOS rare, the rest never.
+  static void fill_logits(std::uint64_t h, float* out) {
+    for (std::size_t v = 0; v < toy_vocab::size; ++v) {
+      auto r = mix(h + v * 0x2545f4914f6cdd1dull);
+      float u = static_cast<float>(r >> 40) / static_cast<float>(1u << 24);  // [0, 1)
+      bool printable = (v >= 'a' && v <= 'z') || v == ' ' || v == '.';
+      out[v] = printable ? 4.0f * u : (v == toy_vocab::eos ? 4.0f * u - 1.0f : -20.0f);
+    }
+  }
+
+  std::size_t pages_, page_tokens_;
+  std::chrono::microseconds delay_;
+  std::vector<std::uint64_t> slots_;  // [num_pages, page_tokens]
+  std::uint64_t calls_ = 0;
+};
+
+/// Text <-> tokens for the toy model: one token per byte, a plain chat rendering.
+struct toy_codec {
+  std::vector<std::int32_t> encode(std::string_view text) const {
+    std::vector<std::int32_t> out{toy_vocab::bos};
+    for (unsigned char c : text) out.push_back(c);
+    return out;
+  }
+  std::string piece(std::int32_t t) const {
+    return t >= 0 && t < 256 ? std::string(1, static_cast<char>(t)) : std::string();
+  }
+  std::string render_chat(nlohmann::json const& messages) const {
+    std::string s;
+    for (auto const& m : messages)
+      s += m.at("role").get<std::string>() + ": " + m.at("content").get<std::string>() + "\n";
+    return s + "assistant: ";
+  }
+  std::vector<std::int32_t> stop_tokens() const { return {toy_vocab::eos}; }
+  std::string model_id() const { return "tf-toy"; }
+};
+
+}  // namespace tf::serve

@@ -1,0 +1,166 @@
+#include <tf/serve/lane_host.hpp>
+#include <tf/serve/sha256.hpp>
+#include <tf/serve/toy_model.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace tf::serve;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct reply {
+  std::vector<std::int32_t> tokens;
+  finish_reason reason = finish_reason::error;
+};
+
+reply drain(std::shared_ptr<request_stream> s) {
+  reply r;
+  for (;;) {
+    auto c = s->next(100ms);
+    for (auto& t : c.tokens) r.tokens.push_back(t.token);
+    if (c.done) {
+      r.reason = c.reason;
+      return r;
+    }
+  }
+}
+
+generation_request make_request(std::string const& text, int max_tokens) {
+  toy_codec codec;
+  generation_request g;
+  g.prompt = codec.encode(text);
+  g.max_tokens = max_tokens;
+  g.stop_tokens = codec.stop_tokens();
+  return g;
+}
+
+std::vector<std::string> prompts() {
+  std::vector<std::string> p;
+  for (int i = 0; i < 8; ++i)
+    p.push_back(std::string(static_cast<std::size_t>(5 + 37 * i), 'a' + i));
+  return p;
+}
+
+std::vector<reply> run_concurrent(std::size_t parallel, std::size_t pages) {
+  toy_model model(pages, 16, 200us);
+  lane_host host(model, {parallel, 512, 64, 64});
+  std::vector<std::shared_ptr<request_stream>> streams;
+  for (auto const& p : prompts()) {
+    auto r = host.submit(make_request(p, 48));
+    REQUIRE(r.status != submit_status::rejected);
+    streams.push_back(r.stream);
+  }
+  std::vector<reply> out;
+  for (auto& s : streams) out.push_back(drain(s));
+  auto load = host.load();
+  CHECK(load.max_running_seen <= parallel);
+  auto c = host.shutdown(0ms);
+  CHECK(c.balanced());
+  CHECK(c.line() == fmt::format("promised 0, free {} + store 0 == total {}", pages, pages));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("concurrent replies equal solo replies at --parallel 4 and 8") {
+  std::vector<reply> solo;
+  for (auto const& p : prompts()) {
+    toy_model model(64, 16);
+    lane_host host(model, {1, 512, 8, 64});
+    solo.push_back(drain(host.submit(make_request(p, 48)).stream));
+    CHECK(host.shutdown(0ms).balanced());
+  }
+  for (std::size_t parallel : {4u, 8u}) {
+    auto got = run_concurrent(parallel, 64);
+    REQUIRE(got.size() == solo.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO("parallel " << parallel << " request " << i);
+      CHECK(token_sha(got[i].tokens) == token_sha(solo[i].tokens));
+      CHECK(got[i].reason == solo[i].reason);
+      CHECK(!got[i].tokens.empty());
+    }
+  }
+  // A pool too small for all of them at once: some wait for pages, replies do not change.
+  auto tight = run_concurrent(8, 24);
+  for (std::size_t i = 0; i < tight.size(); ++i) CHECK(tight[i].tokens == solo[i].tokens);
+}
+
+TEST_CASE("refusals: context, whole pool, queue full, bad tokens") {
+  toy_model model(8, 16);
+  lane_host host(model, {2, 256, 1, 64});
+  auto big = host.submit(make_request(std::string(300, 'x'), 4));
+  CHECK(big.status == submit_status::rejected);
+  CHECK(big.reason == reject_reason::context_length_exceeded);
+  auto pool = host.submit(make_request(std::string(200, 'x'), -1));  // 256 tokens = 16 pages > 8
+  CHECK(pool.status == submit_status::rejected);
+  CHECK(pool.reason == reject_reason::larger_than_pool);
+  generation_request bad;
+  bad.prompt = {1, 999};
+  CHECK(host.submit(bad).reason == reject_reason::bad_request);
+  generation_request neg = make_request("hi", 4);
+  neg.sampling.temperature = -1.0f;
+  CHECK(host.submit(neg).reason == reject_reason::bad_request);
+  CHECK(host.shutdown(0ms).balanced());
+}
+
+TEST_CASE("queue full once the waiting line is at its bound") {
+  toy_model model(64, 16, 2ms);
+  lane_host host(model, {1, 256, 2, 64});
+  std::vector<submit_result> rs;
+  for (int i = 0; i < 6; ++i) rs.push_back(host.submit(make_request("hello", 40)));
+  int full = 0;
+  for (auto& r : rs) full += r.reason == reject_reason::queue_full;
+  CHECK(full >= 2);
+  for (auto& r : rs)
+    if (r.stream) drain(r.stream);
+  CHECK(host.shutdown(0ms).balanced());
+}
+
+TEST_CASE("a cancelled request frees its pages at the next round") {
+  toy_model model(160, 16, 1ms);
+  lane_host host(model, {2, 1024, 8, 64});
+  auto r = host.submit(make_request("go on", -1));
+  REQUIRE(r.stream);
+  auto first = r.stream->next(2000ms);
+  CHECK(!first.done);
+  std::this_thread::sleep_for(20ms);
+  CHECK(host.load().pages_held > 0);
+  r.stream->cancel();
+  auto rep = drain(r.stream);
+  CHECK(rep.reason == finish_reason::cancelled);
+  for (int i = 0; i < 100 && host.load().running > 0; ++i) std::this_thread::sleep_for(5ms);
+  CHECK(host.count().balanced());
+  CHECK(host.shutdown(0ms).balanced());
+}
+
+TEST_CASE("shutdown cancels what is still running and balances") {
+  toy_model model(160, 16, 1ms);
+  lane_host host(model, {2, 1024, 8, 64});
+  auto a = host.submit(make_request("one", -1));
+  auto b = host.submit(make_request("two", -1));
+  auto c = host.submit(make_request("three", -1));
+  std::this_thread::sleep_for(20ms);
+  auto census = host.shutdown(10ms);
+  CHECK(census.balanced());
+  CHECK(drain(a.stream).reason == finish_reason::cancelled);
+  CHECK(drain(c.stream).reason == finish_reason::cancelled);
+  CHECK(host.submit(make_request("late", 2)).reason == reject_reason::stopping);
+}
+
+TEST_CASE("sha256 matches the FIPS 180-4 examples") {
+  CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  // 1000 bytes: several blocks and a padding block of its own.
+  CHECK(sha256_hex(std::string(1000, 'a')) ==
+        "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3");
+  std::vector<std::int32_t> t{1, 2, 3};
+  CHECK(token_sha(t) == sha256_hex(std::string("\x01\0\0\0\x02\0\0\0\x03\0\0\0", 12)));
+}
