@@ -1,0 +1,63 @@
+#pragma once
+/// Activation quantization: f32 rows to Q8_0 / Q8_1 (32-element formats) and Q8_K (K-quants).
+#include <kernels/cpu/quant_blocks.hpp>
+
+#include <cmath>
+#include <cstdint>
+
+namespace tf::kernels::cpu {
+
+/// x [n] -> y [n / 32] Q8_0 blocks; d = max|x| / 127, q = round(x / d). n % 32 == 0.
+inline void quantize_row_q8_0(const float* x, block_q8_0* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n / qk32; ++i) {
+    const float* xb = x + i * qk32;
+    float amax = 0.0f;
+    for (int j = 0; j < qk32; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = fp32_to_fp16(d);
+    for (int j = 0; j < qk32; ++j) y[i].qs[j] = static_cast<std::int8_t>(std::lround(xb[j] * id));
+  }
+}
+
+/// x [n] -> y [n / 32] Q8_1 blocks (Q8_0 plus s = d * sum(q)). n % 32 == 0.
+inline void quantize_row_q8_1(const float* x, block_q8_1* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n / qk32; ++i) {
+    const float* xb = x + i * qk32;
+    float amax = 0.0f;
+    for (int j = 0; j < qk32; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < qk32; ++j) {
+      const auto q = static_cast<std::int8_t>(std::lround(xb[j] * id));
+      y[i].qs[j] = q;
+      sum += q;
+    }
+    y[i].d = fp32_to_fp16(d);
+    y[i].s = fp32_to_fp16(d * static_cast<float>(sum));
+  }
+}
+
+/// x [n] -> y [n / 256] Q8_K blocks; d = max|x| / 127 kept in f32, bsums filled. n % 256 == 0.
+inline void quantize_row_q8_k(const float* x, block_q8_k* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n / qk256; ++i) {
+    const float* xb = x + i * qk256;
+    float amax = 0.0f;
+    for (int j = 0; j < qk256; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = d;
+    for (int j = 0; j < qk256; ++j) {
+      const long q = std::lround(xb[j] * id);
+      y[i].qs[j] = static_cast<std::int8_t>(q > 127 ? 127 : q < -127 ? -127 : q);
+    }
+    for (int g = 0; g < qk256 / 16; ++g) {
+      int s = 0;
+      for (int j = 0; j < 16; ++j) s += y[i].qs[g * 16 + j];
+      y[i].bsums[g] = static_cast<std::int16_t>(s);
+    }
+  }
+}
+
+}  // namespace tf::kernels::cpu

@@ -1,0 +1,191 @@
+// Tests kernels/cpu/matmul.hpp (and the dot routines, activation quantization, thread pool use).
+#include <kernels/cpu/dequant.hpp>
+#include <kernels/cpu/matmul.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace cpu = tf::kernels::cpu;
+using tf::model::tensor_type;
+
+namespace {
+
+const tensor_type all_types[] = {
+    tensor_type::f32,  tensor_type::f16,  tensor_type::bf16, tensor_type::q4_0, tensor_type::q4_1,
+    tensor_type::q5_0, tensor_type::q5_1, tensor_type::q8_0, tensor_type::q8_1, tensor_type::q2_k,
+    tensor_type::q3_k, tensor_type::q4_k, tensor_type::q5_k, tensor_type::q6_k, tensor_type::q8_k};
+
+void put_half(std::uint8_t* p, float v) {
+  const std::uint16_t h = cpu::fp32_to_fp16(v);
+  std::memcpy(p, &h, 2);
+}
+
+// Random weight rows [n, k] of type t: random quant bytes with ordinary scales.
+std::vector<std::uint8_t> random_weights(tensor_type t, std::int64_t n, std::int64_t k,
+                                         std::mt19937& gen) {
+  const auto tr = tf::model::traits_of(t);
+  const std::int64_t bytes = n * static_cast<std::int64_t>(tf::model::row_bytes(t, k));
+  std::vector<std::uint8_t> w(static_cast<std::size_t>(bytes));
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> scale(0.001f, 0.05f);
+  if (t == tensor_type::f32 || t == tensor_type::f16 || t == tensor_type::bf16) {
+    for (std::int64_t i = 0; i < n * k; ++i) {
+      const float v = normal(gen);
+      if (t == tensor_type::f32) std::memcpy(w.data() + 4 * i, &v, 4);
+      const std::uint16_t h = t == tensor_type::f16 ? cpu::fp32_to_fp16(v) : cpu::fp32_to_bf16(v);
+      if (t != tensor_type::f32) std::memcpy(w.data() + 2 * i, &h, 2);
+    }
+    return w;
+  }
+  for (auto& b : w) b = static_cast<std::uint8_t>(byte(gen));
+  for (std::int64_t off = 0; off < bytes; off += tr.block_bytes) {
+    std::uint8_t* b = w.data() + off;
+    switch (t) {
+      case tensor_type::q4_1:
+      case tensor_type::q5_1:
+        put_half(b, scale(gen));
+        put_half(b + 2, -8 * scale(gen));
+        break;
+      case tensor_type::q2_k:
+        put_half(b + 80, scale(gen));
+        put_half(b + 82, scale(gen));
+        break;
+      case tensor_type::q3_k:
+        put_half(b + 108, scale(gen));
+        break;
+      case tensor_type::q4_k:
+      case tensor_type::q5_k:
+        put_half(b, scale(gen) / 8);
+        put_half(b + 2, scale(gen) / 8);
+        break;
+      case tensor_type::q6_k:
+        put_half(b + 208, scale(gen) / 8);
+        break;
+      case tensor_type::q8_k: {
+        const float d = scale(gen);
+        std::memcpy(b, &d, 4);
+        break;
+      }
+      default:
+        put_half(b, scale(gen));
+        break;  // Q4_0, Q5_0, Q8_0, Q8_1: d first
+    }
+  }
+  return w;
+}
+
+std::vector<float> random_x(std::int64_t b, std::int64_t k, std::mt19937& gen) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(b * k));
+  for (auto& v : x) v = normal(gen);
+  x[3] = 40.0f;  // an outlier in one block
+  return x;
+}
+
+std::vector<float> run(tensor_type t, const std::vector<std::uint8_t>& w, const float* x,
+                       std::int64_t n, std::int64_t k, std::int64_t b, int threads, cpu::isa path) {
+  cpu::thread_pool pool(threads);
+  std::vector<float> y(static_cast<std::size_t>(b * n), -1.0f);
+  cpu::matmul({t, w.data(), x, y.data(), n, k, b}, pool, path);
+  return y;
+}
+
+std::vector<cpu::isa> paths() {
+  std::vector<cpu::isa> out{cpu::isa::portable};
+  if (cpu::detected_isa() >= cpu::isa::avx2) out.push_back(cpu::isa::avx2);
+  if (cpu::detected_isa() >= cpu::isa::avx512) out.push_back(cpu::isa::avx512);
+  return out;
+}
+
+// Activations as the kernels see them: quantized for t, dequantized back to f32.
+std::vector<float> seen_x(tensor_type t, const std::vector<float>& x, std::int64_t b,
+                          std::int64_t k) {
+  const auto fmt = cpu::act_format_of(t);
+  if (fmt == cpu::act_format::f32) return x;
+  std::vector<std::uint8_t> q(static_cast<std::size_t>(b * cpu::act_row_bytes(t, k)));
+  cpu::quantize_activations(t, x.data(), b, k, q.data());
+  const tensor_type qt = fmt == cpu::act_format::q8_0   ? tensor_type::q8_0
+                         : fmt == cpu::act_format::q8_1 ? tensor_type::q8_1
+                                                        : tensor_type::q8_k;
+  std::vector<float> out(x.size());
+  cpu::dequantize_row(qt, q.data(), out.data(), b * k);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("matmul matches a double-precision dot of the dequantized operands", "[matmul]") {
+  const std::int64_t n = 37, k = 512, b = 3;
+  for (auto t : all_types) {
+    for (auto path : paths()) {
+      DYNAMIC_SECTION(tf::model::traits_of(t).name << " " << cpu::isa_name(path)) {
+        std::mt19937 gen(static_cast<unsigned>(t) * 31 + 5);
+        const auto w = random_weights(t, n, k, gen);
+        const auto x = random_x(b, k, gen);
+        const auto xs = seen_x(t, x, b, k);
+        std::vector<float> wf(static_cast<std::size_t>(n * k));
+        cpu::dequantize_row(t, w.data(), wf.data(), n * k);
+        const auto y = run(t, w, x.data(), n, k, b, 2, path);
+        for (std::int64_t r = 0; r < b; ++r)
+          for (std::int64_t i = 0; i < n; ++i) {
+            double exact = 0, seen = 0, mag = 0, qbound = 0;
+            for (std::int64_t j = 0; j < k; ++j) {
+              const double wv = wf[static_cast<std::size_t>(i * k + j)];
+              const double xv = x[static_cast<std::size_t>(r * k + j)];
+              const double sv = xs[static_cast<std::size_t>(r * k + j)];
+              exact += wv * xv;
+              seen += wv * sv;
+              mag += std::fabs(wv * sv);
+              qbound += std::fabs(wv) * std::fabs(xv - sv);
+            }
+            const double got = y[static_cast<std::size_t>(r * n + i)];
+            // f32 accumulation of exact integer block sums: relative 1e-5 of sum |w x|.
+            REQUIRE(std::fabs(got - seen) <= 1e-5 * mag + 1e-6);
+            // Against the unquantized activations, the Q8 rounding adds sum |w| |x - x^|.
+            REQUIRE(std::fabs(got - exact) <= qbound + 1e-5 * mag + 1e-6);
+          }
+      }
+    }
+  }
+}
+
+TEST_CASE("matmul is bit-identical across thread counts and batch sizes", "[matmul]") {
+  const std::int64_t n = 45, k = 256, b = 8;
+  for (auto t : all_types) {
+    for (auto path : paths()) {
+      DYNAMIC_SECTION(tf::model::traits_of(t).name << " " << cpu::isa_name(path)) {
+        std::mt19937 gen(static_cast<unsigned>(t) + 100);
+        const auto w = random_weights(t, n, k, gen);
+        const auto x = random_x(b, k, gen);
+        const auto y1 = run(t, w, x.data(), n, k, b, 1, path);
+        CHECK(run(t, w, x.data(), n, k, b, 2, path) == y1);
+        CHECK(run(t, w, x.data(), n, k, b, 3, path) == y1);
+        for (std::int64_t r = 0; r < b; ++r) {
+          const auto yr = run(t, w, x.data() + r * k, n, k, 1, 3, path);
+          const std::vector<float> want(y1.begin() + r * n, y1.begin() + (r + 1) * n);
+          CHECK(yr == want);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("matmul rejects bad shapes and types", "[matmul]") {
+  cpu::thread_pool pool(1);
+  std::vector<std::uint8_t> w(4096);
+  std::vector<float> x(512), y(16);
+  CHECK_THROWS_AS(cpu::matmul({tensor_type::q4_k, w.data(), x.data(), y.data(), 1, 100, 1}, pool),
+                  tf::error);
+  CHECK_THROWS_AS(cpu::matmul({tensor_type::i32, w.data(), x.data(), y.data(), 1, 4, 1}, pool),
+                  tf::error);
+  CHECK_THROWS_AS(cpu::matmul({tensor_type::q8_0, nullptr, x.data(), y.data(), 1, 32, 1}, pool),
+                  tf::error);
+  CHECK_THROWS_AS(cpu::parse_isa("sse9", cpu::isa::avx512), tf::error);
+  CHECK(cpu::parse_isa("portable", cpu::isa::portable) == cpu::isa::portable);
+}
