@@ -182,12 +182,12 @@ inline budget size_start(const pool_reading& reading, const budget_options& o,
       throw tf::error(
           "--parallel {} does not fit: {} at a {}-token window need {:.2f} GiB ({:.2f} GiB each), "
           "but {:.2f} GiB is left after the {:.2f} GiB model and a {:.1f} GiB reserve{}; short by "
-          "{:.2f} GiB ({} bytes); {} fit (use --parallel auto, a smaller --context, or free "
+          "{:.2f} GiB ({} bytes); {} {} (use --parallel auto, a smaller --context, or free "
           "memory)",
           *o.parallel, detail::streams_phrase(*o.parallel), o.window_tokens, to_gib(need),
           to_gib(b.bytes_per_stream), to_gib(b.left_bytes), to_gib(o.model_bytes),
           to_gib(b.reserve_bytes), cap_clause, to_gib(short_by), short_by,
-          detail::streams_phrase(fit));
+          detail::streams_phrase(fit), fit == 1 ? "fits" : "fit");
     }
     b.streams = *o.parallel;
   } else {
