@@ -66,6 +66,11 @@ struct family_check {
                 "name`, `static constexpr std::array<std::string_view, N> arch_names`, "
                 "`static constexpr bool per_request_admission`, `static constexpr bool "
                 "has_forward` and `using hparams = ...;`.");
+  static_assert(binds_kv_pool<F> || kv::detail::ledger_pool_is_countable<F>(),
+                "tf: this family's `ledger_pool = tf::ledgerPool<P>` names a pool the ledger "
+                "cannot count. P must model tf::kv::ledger_countable (include/tf/kv/"
+                "ledger_countable.hpp): totals, unit bytes, need_for, promised, fits, count_in, "
+                "census.");
   static constexpr bool ok = true;
 };
 
