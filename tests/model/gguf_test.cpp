@@ -290,3 +290,34 @@ TEST_CASE("gguf: random byte flips throw tf::error or parse, never crash") {
   CHECK(ok + refused == 6000);
   CHECK(refused > 0);
 }
+
+TEST_CASE("gguf: absurd string and array lengths, bad alignment") {
+  auto good = slurp(fixture("tiny.gguf"));
+  {
+    auto b = good;
+    auto at = find_info(b, "test.arr_i32");
+    poke<std::uint64_t>(b, at + 8 + 12 + 8, std::uint64_t{1} << 61);
+    auto msg = message_of(b);
+    CHECK(msg.find("array length") != std::string::npos);
+    CHECK(msg.find(fmt::format("at byte {}", at + 8 + 12 + 8)) != std::string::npos);
+  }
+  {
+    auto b = good;
+    auto at = find_info(b, "test.string");
+    poke<std::uint64_t>(b, at, std::uint64_t{1} << 50);
+    CHECK(message_of(b).find("metadata key of 1125899906842624 bytes") != std::string::npos);
+  }
+  {
+    auto b = good;
+    auto at = find_info(b, "test.bool_true");
+    b[at + 8 + 14 + 4] = std::byte{7};
+    CHECK(message_of(b).find("bool (0 or 1)") != std::string::npos);
+  }
+  {
+    auto b = slurp(fixture("tiny_align64.gguf"));
+    REQUIRE(gguf_file::from_bytes(b).alignment() == 64);
+    auto at = find_info(b, "general.alignment");
+    poke<std::uint32_t>(b, at + 8 + 17 + 4, 48);
+    CHECK(message_of(b).find("power of two, found 48") != std::string::npos);
+  }
+}

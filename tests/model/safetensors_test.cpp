@@ -7,6 +7,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <random>
+#include <set>
 
 namespace {
 
@@ -166,4 +169,30 @@ TEST_CASE("safetensors: bad folders and headers are refused") {
     d.write("model.safetensors.index.json", R"({"weight_map": {"a": "missing.safetensors"}})");
     CHECK(msg(d).find("missing.safetensors") != std::string::npos);
   }
+}
+
+TEST_CASE("safetensors: random byte flips throw tf::error or parse, never crash") {
+  std::ifstream in(fixture("hf_single") / "model.safetensors", std::ios::binary);
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::uint64_t header = 0;
+  std::memcpy(&header, s.data(), 8);
+  std::mt19937_64 rng(7);
+  std::size_t ok = 0, refused = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::vector<std::byte> b(s.size());
+    std::memcpy(b.data(), s.data(), s.size());
+    for (int k = 0; k < 1 + static_cast<int>(rng() % 3); ++k)
+      b[rng() % (8 + header)] = static_cast<std::byte>(rng() & 0xff);
+    auto bytes = tf::model::detail::mapped_bytes::own(std::move(b));
+    std::vector<tf::model::tensor_view> out;
+    try {
+      tf::model::detail::parse_safetensors(bytes, "fuzz", out);
+      for (auto const& t : out) REQUIRE(t.offset + t.bytes <= bytes.size());
+      ++ok;
+    } catch (const tf::error&) {
+      ++refused;
+    }
+  }
+  CHECK(ok + refused == 3000);
+  CHECK(refused > 0);
 }
