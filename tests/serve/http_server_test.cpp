@@ -1,0 +1,358 @@
+#include <tf/serve/http_server.hpp>
+#include <tf/serve/toy_model.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <httplib.h>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <future>
+#include <thread>
+
+using namespace tf::serve;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+using toy_backend = lane_backend<toy_model, toy_codec>;
+
+struct live_server {
+  explicit live_server(http_config hc = {}, lane_config lc = {4, 512, 4, 64},
+                       std::size_t pages = 128, std::chrono::microseconds delay = 300us) {
+    hc.port = 0;
+    server = std::make_unique<api_server>(hc);
+    port = server->bind();
+    thread = std::thread([this] { server->listen(); });
+    if (pages > 0)
+      server->set_backend(std::make_shared<toy_backend>(
+          std::make_unique<toy_model>(pages, 16, delay), toy_codec{}, lc));
+  }
+  ~live_server() {
+    server->stop();
+    thread.join();
+    if (auto b = server->backend()) b->shutdown(0ms);
+  }
+  httplib::Client client(std::string const& key = {}) const {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(30, 0);
+    if (!key.empty()) c.set_bearer_token_auth(key.c_str());
+    return c;
+  }
+  std::unique_ptr<api_server> server;
+  int port = 0;
+  std::thread thread;
+};
+
+json chat_body(std::string const& text, int max_tokens, bool stream = false) {
+  return {{"model", "tf-toy"},
+          {"messages", {{{"role", "user"}, {"content", text}}}},
+          {"max_tokens", max_tokens},
+          {"temperature", 0},
+          {"stream", stream}};
+}
+
+json post(httplib::Client& c, char const* path, json const& body, int want_status) {
+  auto r = c.Post(path, body.dump(), "application/json");
+  REQUIRE(r);
+  INFO(r->body);
+  CHECK(r->status == want_status);
+  return json::parse(r->body);
+}
+
+void expect_error(httplib::Client& c, std::string const& body, int status,
+                  std::string const& code) {
+  auto r = c.Post("/v1/chat/completions", body, "application/json");
+  REQUIRE(r);
+  INFO(body << " -> " << r->body);
+  CHECK(r->status == status);
+  auto j = json::parse(r->body, nullptr, false);
+  REQUIRE(j.is_object());
+  REQUIRE(j.contains("error"));
+  CHECK(j["error"]["message"].is_string());
+  CHECK(j["error"].contains("type"));
+  CHECK(j["error"].contains("param"));
+  if (!code.empty()) CHECK(j["error"]["code"] == code);
+}
+
+// Parses an SSE body into its data payloads.
+std::vector<std::string> sse_events(std::string const& body) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while ((at = body.find("data: ", at)) != std::string::npos) {
+    auto end = body.find("\n\n", at);
+    out.push_back(body.substr(at + 6, end - at - 6));
+    at = end;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("health answers 503 while loading, then 200") {
+  live_server s({}, {}, 0);
+  auto c = s.client();
+  auto r = c.Get("/health");
+  REQUIRE(r);
+  CHECK(r->status == 503);
+  CHECK(c.Get("/v1/models")->status == 503);
+  s.server->set_backend(std::make_shared<toy_backend>(std::make_unique<toy_model>(64, 16),
+                                                      toy_codec{}, lane_config{}));
+  CHECK(c.Get("/health")->status == 200);
+  auto m = json::parse(c.Get("/v1/models")->body);
+  CHECK(m["data"][0]["id"] == "tf-toy");
+}
+
+TEST_CASE("chat and text completions, whole and streamed, agree") {
+  live_server s;
+  auto c = s.client();
+  auto whole = post(c, "/v1/chat/completions", chat_body("hello there", 24), 200);
+  CHECK(whole["object"] == "chat.completion");
+  auto text = whole["choices"][0]["message"]["content"].get<std::string>();
+  auto sha = whole["tf"]["token_sha"].get<std::string>();
+  CHECK(sha.size() == 64);
+  CHECK(whole["usage"]["completion_tokens"].get<int>() <= 24);
+  CHECK(whole["usage"]["total_tokens"] == whole["usage"]["prompt_tokens"].get<int>() +
+                                              whole["usage"]["completion_tokens"].get<int>());
+
+  auto body = chat_body("hello there", 24, true);
+  body["stream_options"] = {{"include_usage", true}};
+  auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  CHECK(r->get_header_value("Content-Type").find("text/event-stream") == 0);
+  auto events = sse_events(r->body);
+  REQUIRE(events.size() >= 3);
+  CHECK(events.back() == "[DONE]");
+  std::string streamed;
+  std::string stream_sha;
+  bool saw_usage = false;
+  for (std::size_t i = 0; i + 1 < events.size(); ++i) {
+    auto e = json::parse(events[i]);
+    CHECK(e["object"] == "chat.completion.chunk");
+    if (e.contains("tf")) stream_sha = e["tf"]["token_sha"];
+    if (e.contains("usage")) saw_usage = true;
+    for (auto const& ch : e["choices"])
+      if (ch["delta"].contains("content")) streamed += ch["delta"]["content"].get<std::string>();
+  }
+  CHECK(saw_usage);
+  CHECK(streamed == text);
+  CHECK(stream_sha == sha);
+
+  auto comp =
+      post(c, "/v1/completions", {{"prompt", "abc"}, {"max_tokens", 10}, {"temperature", 0}}, 200);
+  CHECK(comp["object"] == "text_completion");
+  CHECK(comp["choices"][0]["text"].is_string());
+  CHECK(comp["usage"]["prompt_tokens"] == 4);  // BOS + 3 bytes
+}
+
+TEST_CASE("stop strings cut the text; logprobs come back") {
+  live_server s;
+  auto c = s.client();
+  auto full =
+      post(c, "/v1/completions", {{"prompt", "xyz"}, {"max_tokens", 40}, {"temperature", 0}}, 200);
+  auto text = full["choices"][0]["text"].get<std::string>();
+  REQUIRE(text.size() >= 6);
+  auto stop = text.substr(3, 2);
+  auto cut =
+      post(c, "/v1/completions",
+           {{"prompt", "xyz"}, {"max_tokens", 40}, {"temperature", 0}, {"stop", {stop}}}, 200);
+  auto got = cut["choices"][0]["text"].get<std::string>();
+  CHECK(got == text.substr(0, text.find(stop)));
+  CHECK(cut["choices"][0]["finish_reason"] == "stop");
+
+  auto body = chat_body("hi", 5);
+  body["logprobs"] = true;
+  body["top_logprobs"] = 3;
+  auto lp = post(c, "/v1/chat/completions", body, 200);
+  auto const& content = lp["choices"][0]["logprobs"]["content"];
+  REQUIRE(content.size() == lp["usage"]["completion_tokens"].get<std::size_t>());
+  for (auto const& e : content) {
+    CHECK(e["logprob"].get<double>() <= 0.0);
+    CHECK(e["top_logprobs"].size() == 3);
+    CHECK(e["top_logprobs"][0]["logprob"].get<double>() >= e["logprob"].get<double>() - 1e-6);
+  }
+}
+
+TEST_CASE("bad input gets its 4xx and an OpenAI error object; the server keeps serving") {
+  http_config hc;
+  hc.max_body_bytes = 4096;
+  hc.read_timeout_s = 1;
+  live_server s(hc, {2, 128, 4, 64}, 64);
+  auto c = s.client();
+  expect_error(c, "{not json", 400, "invalid_json");
+  expect_error(c, "[1,2]", 400, "invalid_json");
+  expect_error(c, R"({"messages": "hi"})", 400, "invalid_type");
+  expect_error(c, R"({"messages": [{"role": "wizard", "content": "x"}]})", 400, "invalid_value");
+  expect_error(c, R"({"messages": [{"role": "user", "content": 5}]})", 400, "invalid_type");
+  expect_error(c, R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": -3})", 400,
+               "invalid_value");
+  expect_error(c, R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": "7"})", 400,
+               "invalid_type");
+  expect_error(c, R"({"messages": [{"role": "user", "content": "x"}], "temperature": 9})", 400,
+               "invalid_value");
+  expect_error(c, R"({"messages": [{"role": "user", "content": "x"}], "n": 2})", 400,
+               "invalid_value");
+  expect_error(c, R"({"messages": []})", 400, "invalid_type");
+  expect_error(c, R"({})", 400, "missing_required_parameter");
+  expect_error(c, chat_body(std::string(200, 'q'), 4).dump(), 400, "context_length_exceeded");
+  expect_error(c,
+               json{{"messages", {{{"role", "user"}, {"content", std::string(5000, 'q')}}}}}.dump(),
+               413, "request_too_large");
+
+  // Half-open: a client that sends half its headers and stalls is dropped after the timeout.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(s.port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  std::string half = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n";
+  REQUIRE(::send(fd, half.data(), half.size(), 0) == static_cast<ssize_t>(half.size()));
+  auto ok = post(c, "/v1/chat/completions", chat_body("still here", 4), 200);
+  CHECK(ok["choices"][0]["message"]["content"].is_string());
+  char buf[64];
+  timeval tv{3, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  // The server answers a 4xx after its read timeout or closes, instead of waiting for ever.
+  auto n = ::recv(fd, buf, sizeof buf, 0);
+  if (n > 0)
+    CHECK(std::string(buf, 10) == "HTTP/1.1 4");
+  else
+    CHECK(n == 0);
+  ::close(fd);
+  CHECK(c.Get("/health")->status == 200);
+}
+
+TEST_CASE("API key: every /v1 route needs it; /health does not") {
+  http_config hc;
+  hc.api_key = "sekrit";
+  live_server s(hc);
+  auto none = s.client();
+  auto wrong = s.client("sekriT");
+  auto right = s.client("sekrit");
+  CHECK(none.Get("/health")->status == 200);
+  for (auto* c : {&none, &wrong}) {
+    auto r = c->Get("/v1/models");
+    REQUIRE(r);
+    CHECK(r->status == 401);
+    CHECK(json::parse(r->body)["error"]["code"] == "invalid_api_key");
+    CHECK(c->Post("/v1/chat/completions", chat_body("x", 2).dump(), "application/json")->status ==
+          401);
+  }
+  CHECK(right.Get("/v1/models")->status == 200);
+  post(right, "/v1/chat/completions", chat_body("x", 2), 200);
+  CHECK(constant_time_equal("abc", "abc"));
+  CHECK(!constant_time_equal("abc", "abd"));
+  CHECK(!constant_time_equal("abc", "abcd"));
+}
+
+TEST_CASE("queue full answers 503 with Retry-After") {
+  live_server s({}, {1, 512, 1, 64}, 128, 3ms);
+  std::vector<std::future<httplib::Result>> rs;
+  for (int i = 0; i < 6; ++i)
+    rs.push_back(std::async(std::launch::async, [&] {
+      auto c = s.client();
+      return c.Post("/v1/chat/completions", chat_body("wait", 30).dump(), "application/json");
+    }));
+  int full = 0, ok = 0;
+  for (auto& f : rs) {
+    auto r = f.get();
+    REQUIRE(r);
+    if (r->status == 503) {
+      ++full;
+      CHECK(r->get_header_value("Retry-After") == "1");
+      CHECK(json::parse(r->body)["error"]["code"] == "queue_full");
+    }
+    ok += r->status == 200;
+  }
+  CHECK(full >= 1);
+  CHECK(ok >= 1);
+  CHECK(ok + full == 6);
+  auto m = s.client().Get("/metrics");
+  REQUIRE(m);
+  CHECK(m->body.find("tf_requests_rejected_total{reason=\"queue_full\"} ") != std::string::npos);
+  CHECK(m->body.find("tf_time_to_first_token_seconds_count") != std::string::npos);
+}
+
+TEST_CASE("over HTTP: 8 concurrent greedy replies equal solo; load stays within --parallel") {
+  live_server s({}, {4, 1024, 16, 64}, 256, 500us);
+  std::vector<std::string> prompts;
+  for (int i = 0; i < 8; ++i)
+    prompts.push_back(std::string(static_cast<std::size_t>(3 + 29 * i), 'k' + i));
+  std::vector<std::string> solo;
+  for (auto const& p : prompts) {
+    auto c = s.client();
+    solo.push_back(post(c, "/v1/chat/completions", chat_body(p, 40), 200)["tf"]["token_sha"]);
+  }
+  std::atomic<bool> polling{true};
+  std::size_t max_running = 0, max_queued = 0;
+  std::thread poller([&] {
+    auto c = s.client();
+    while (polling) {
+      if (auto r = c.Get("/v1/load"); r && r->status == 200) {
+        auto j = json::parse(r->body);
+        max_running = std::max(max_running, j["running"].get<std::size_t>());
+        max_queued = std::max(max_queued, j["queued"].get<std::size_t>());
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+  });
+  std::vector<std::future<std::string>> rs;
+  for (auto const& p : prompts)
+    rs.push_back(std::async(std::launch::async, [&, p] {
+      auto c = s.client();
+      auto r = c.Post("/v1/chat/completions", chat_body(p, 40).dump(), "application/json");
+      return r && r->status == 200 ? json::parse(r->body)["tf"]["token_sha"].get<std::string>()
+                                   : std::string("failed");
+    }));
+  for (std::size_t i = 0; i < rs.size(); ++i) CHECK(rs[i].get() == solo[i]);
+  polling = false;
+  poller.join();
+  CHECK(max_running <= 4);
+  CHECK(max_running >= 1);
+  auto load = json::parse(s.client().Get("/v1/load")->body);
+  CHECK(load["max_running_seen"].get<int>() <= 4);
+  CHECK(load["pages"]["held"] == 0);
+  CHECK(s.server->backend()->count().balanced());
+}
+
+TEST_CASE("a client that disconnects mid-stream is cancelled and its pages freed") {
+  live_server s({}, {2, 512, 4, 64}, 64, 2ms);
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(s.port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  auto body = chat_body("long one", 400, false).dump();
+  auto req = fmt::format(
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+      "application/json\r\nContent-Length: {}\r\n\r\n{}",
+      body.size(), body);
+  REQUIRE(::send(fd, req.data(), req.size(), 0) == static_cast<ssize_t>(req.size()));
+  auto c = s.client();
+  bool saw_running = false;
+  for (int i = 0; i < 200 && !saw_running; ++i) {
+    saw_running = json::parse(c.Get("/v1/load")->body)["running"] == 1;
+    std::this_thread::sleep_for(2ms);
+  }
+  CHECK(saw_running);
+  ::close(fd);
+  bool freed = false;
+  for (int i = 0; i < 300 && !freed; ++i) {
+    auto j = json::parse(c.Get("/v1/load")->body);
+    freed = j["running"] == 0 && j["pages"]["held"] == 0;
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(freed);
+  auto gen = s.server->backend()->stats().generation_tokens.load();
+  CHECK(gen < 400);  // it stopped early, not at max_tokens
+  CHECK(s.server->backend()->count().balanced());
+}
