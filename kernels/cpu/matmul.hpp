@@ -62,14 +62,33 @@ inline act_format act_format_of(tf::model::tensor_type t) {
 
 namespace detail {
 
-using dot_fn = float (*)(const void* w, const void* x, std::int64_t n);
+// One weight row against `nr` activation rows x[0..nr), results to out[0..nr).
+using dot_fn = void (*)(const void* w, const void* const* x, std::int64_t n, std::int64_t nr,
+                        float* out);
 
 template <class W, class X, float (*F)(const W*, const X*, std::int64_t)>
-float dot_as(const void* w, const void* x, std::int64_t n) {
-  return F(static_cast<const W*>(w), static_cast<const X*>(x), n);
+void rows_one_by_one(const void* w, const void* const* x, std::int64_t n, std::int64_t nr,
+                     float* out) {
+  for (std::int64_t r = 0; r < nr; ++r)
+    out[r] = F(static_cast<const W*>(w), static_cast<const X*>(x[r]), n);
 }
 
-/// The dot routine for (type, path); `n` it takes is blocks, or elements for float types.
+#if TF_KERNELS_X86
+// Four activation rows per pass over the weight row; the rest one at a time (same arithmetic).
+template <class W, class X, void (*F4)(const W*, const X* const*, std::int64_t, float*),
+          void (*F1)(const W*, const X* const*, std::int64_t, float*)>
+void rows_by_four(const void* w, const void* const* x, std::int64_t n, std::int64_t nr,
+                  float* out) {
+  const auto* wb = static_cast<const W*>(w);
+  const auto* const* xb = reinterpret_cast<const X* const*>(x);
+  std::int64_t r = 0;
+  for (; r + 4 <= nr; r += 4) F4(wb, xb + r, n, out + r);
+  for (; r < nr; ++r) F1(wb, xb + r, n, out + r);
+}
+#define TF_ROWS4(ns, fn, W, X) rows_by_four<W, X, ns::fn<4>, ns::fn<1>>
+#endif
+
+/// The dot routine for (type, path); the `n` it takes is blocks, or elements for float types.
 inline dot_fn dot_for(tf::model::tensor_type t, isa path) {
   using tf::model::tensor_type;
   namespace p = portable;
@@ -77,21 +96,21 @@ inline dot_fn dot_for(tf::model::tensor_type t, isa path) {
   if (path == isa::avx512) {
     switch (t) {
       case tensor_type::q4_0:
-        return dot_as<block_q4_0, block_q8_0, avx512::dot_q4_0>;
+        return TF_ROWS4(avx512, dot_q4_0, block_q4_0, block_q8_0);
       case tensor_type::q5_0:
-        return dot_as<block_q5_0, block_q8_0, avx512::dot_q5_0>;
+        return TF_ROWS4(avx512, dot_q5_0, block_q5_0, block_q8_0);
       case tensor_type::q8_0:
-        return dot_as<block_q8_0, block_q8_0, avx512::dot_q8_0>;
+        return TF_ROWS4(avx512, dot_q8_0, block_q8_0, block_q8_0);
       case tensor_type::q4_k:
-        return dot_as<block_q4_k, block_q8_k, avx512::dot_q4_k>;
+        return TF_ROWS4(avx512, dot_q4_k, block_q4_k, block_q8_k);
       case tensor_type::q5_k:
-        return dot_as<block_q5_k, block_q8_k, avx512::dot_q5_k>;
+        return TF_ROWS4(avx512, dot_q5_k, block_q5_k, block_q8_k);
       case tensor_type::q6_k:
-        return dot_as<block_q6_k, block_q8_k, avx512::dot_q6_k>;
+        return TF_ROWS4(avx512, dot_q6_k, block_q6_k, block_q8_k);
       case tensor_type::f32:
-        return dot_as<float, float, avx512::dot_f32>;
+        return rows_one_by_one<float, float, avx512::dot_f32>;
       case tensor_type::f16:
-        return dot_as<std::uint16_t, float, avx512::dot_f16>;
+        return rows_one_by_one<std::uint16_t, float, avx512::dot_f16>;
       default:
         break;
     }
@@ -99,59 +118,60 @@ inline dot_fn dot_for(tf::model::tensor_type t, isa path) {
   if (path == isa::avx2 || path == isa::avx512) {
     switch (t) {
       case tensor_type::q4_0:
-        return dot_as<block_q4_0, block_q8_0, avx2::dot_q4_0>;
+        return TF_ROWS4(avx2, dot_q4_0, block_q4_0, block_q8_0);
       case tensor_type::q5_0:
-        return dot_as<block_q5_0, block_q8_0, avx2::dot_q5_0>;
+        return TF_ROWS4(avx2, dot_q5_0, block_q5_0, block_q8_0);
       case tensor_type::q8_0:
-        return dot_as<block_q8_0, block_q8_0, avx2::dot_q8_0>;
+        return TF_ROWS4(avx2, dot_q8_0, block_q8_0, block_q8_0);
       case tensor_type::q4_k:
-        return dot_as<block_q4_k, block_q8_k, avx2::dot_q4_k>;
+        return TF_ROWS4(avx2, dot_q4_k, block_q4_k, block_q8_k);
       case tensor_type::q5_k:
-        return dot_as<block_q5_k, block_q8_k, avx2::dot_q5_k>;
+        return TF_ROWS4(avx2, dot_q5_k, block_q5_k, block_q8_k);
       case tensor_type::q6_k:
-        return dot_as<block_q6_k, block_q8_k, avx2::dot_q6_k>;
+        return TF_ROWS4(avx2, dot_q6_k, block_q6_k, block_q8_k);
       case tensor_type::f32:
-        return dot_as<float, float, avx2::dot_f32>;
+        return rows_one_by_one<float, float, avx2::dot_f32>;
       case tensor_type::f16:
-        return dot_as<std::uint16_t, float, avx2::dot_f16>;
+        return rows_one_by_one<std::uint16_t, float, avx2::dot_f16>;
       default:
         break;
     }
   }
+#undef TF_ROWS4
 #else
   (void)path;
 #endif
   switch (t) {
     case tensor_type::f32:
-      return dot_as<float, float, p::dot_f32>;
+      return rows_one_by_one<float, float, p::dot_f32>;
     case tensor_type::f16:
-      return dot_as<std::uint16_t, float, p::dot_f16>;
+      return rows_one_by_one<std::uint16_t, float, p::dot_f16>;
     case tensor_type::bf16:
-      return dot_as<std::uint16_t, float, p::dot_bf16>;
+      return rows_one_by_one<std::uint16_t, float, p::dot_bf16>;
     case tensor_type::q4_0:
-      return dot_as<block_q4_0, block_q8_0, p::dot_q4_0>;
+      return rows_one_by_one<block_q4_0, block_q8_0, p::dot_q4_0>;
     case tensor_type::q4_1:
-      return dot_as<block_q4_1, block_q8_1, p::dot_q4_1>;
+      return rows_one_by_one<block_q4_1, block_q8_1, p::dot_q4_1>;
     case tensor_type::q5_0:
-      return dot_as<block_q5_0, block_q8_0, p::dot_q5_0>;
+      return rows_one_by_one<block_q5_0, block_q8_0, p::dot_q5_0>;
     case tensor_type::q5_1:
-      return dot_as<block_q5_1, block_q8_1, p::dot_q5_1>;
+      return rows_one_by_one<block_q5_1, block_q8_1, p::dot_q5_1>;
     case tensor_type::q8_0:
-      return dot_as<block_q8_0, block_q8_0, p::dot_q8_0>;
+      return rows_one_by_one<block_q8_0, block_q8_0, p::dot_q8_0>;
     case tensor_type::q8_1:
-      return dot_as<block_q8_1, block_q8_0, p::dot_q8_1>;
+      return rows_one_by_one<block_q8_1, block_q8_0, p::dot_q8_1>;
     case tensor_type::q2_k:
-      return dot_as<block_q2_k, block_q8_k, p::dot_q2_k>;
+      return rows_one_by_one<block_q2_k, block_q8_k, p::dot_q2_k>;
     case tensor_type::q3_k:
-      return dot_as<block_q3_k, block_q8_k, p::dot_q3_k>;
+      return rows_one_by_one<block_q3_k, block_q8_k, p::dot_q3_k>;
     case tensor_type::q4_k:
-      return dot_as<block_q4_k, block_q8_k, p::dot_q4_k>;
+      return rows_one_by_one<block_q4_k, block_q8_k, p::dot_q4_k>;
     case tensor_type::q5_k:
-      return dot_as<block_q5_k, block_q8_k, p::dot_q5_k>;
+      return rows_one_by_one<block_q5_k, block_q8_k, p::dot_q5_k>;
     case tensor_type::q6_k:
-      return dot_as<block_q6_k, block_q8_k, p::dot_q6_k>;
+      return rows_one_by_one<block_q6_k, block_q8_k, p::dot_q6_k>;
     case tensor_type::q8_k:
-      return dot_as<block_q8_k, block_q8_k, p::dot_q8_k>;
+      return rows_one_by_one<block_q8_k, block_q8_k, p::dot_q8_k>;
     default:
       break;
   }
@@ -226,10 +246,21 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
     xq = scratch.data();
   }
   const auto* w = static_cast<const std::uint8_t*>(p.w);
+  thread_local std::vector<const void*> rows;
+  rows.resize(static_cast<std::size_t>(p.b));
+  for (std::int64_t r = 0; r < p.b; ++r) rows[static_cast<std::size_t>(r)] = xq + r * arb;
+  const void* const* xr = rows.data();
   pool.parallel_for(p.n, [&](std::int64_t begin, std::int64_t end) {
+    // Activation rows in groups that stay in cache while a weight row is reused for each.
+    constexpr std::int64_t group = 64;
+    float out[group];
     for (std::int64_t row = begin; row < end; ++row) {
       const std::uint8_t* wr = w + row * wrb;
-      for (std::int64_t r = 0; r < p.b; ++r) p.y[r * p.n + row] = dot(wr, xq + r * arb, dot_n);
+      for (std::int64_t r0 = 0; r0 < p.b; r0 += group) {
+        const std::int64_t nr = p.b - r0 < group ? p.b - r0 : group;
+        dot(wr, xr + r0, dot_n, nr, out);
+        for (std::int64_t r = 0; r < nr; ++r) p.y[(r0 + r) * p.n + row] = out[r];
+      }
     }
   });
 }

