@@ -30,7 +30,7 @@ inline constexpr std::string_view spm_space = "\xE2\x96\x81";
 /// The pre-tokenizer a byte-level BPE vocab names (GGUF tokenizer.ggml.pre).
 inline pre_style pre_style_from_name(std::string_view pre) {
   if (pre == "default" || pre == "gpt2" || pre == "gpt-2") return pre_style::gpt2;
-  if (pre == "qwen2" || pre == "qwen35") return pre_style::qwen2;
+  if (pre == "qwen2") return pre_style::qwen2;
   if (pre == "glm4" || pre == "chatglm-bpe" || pre == "llama3" || pre == "llama-bpe") {
     return pre_style::glm4;
   }
