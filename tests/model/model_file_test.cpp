@@ -52,7 +52,10 @@ TEST_CASE("model_file: a file opens as GGUF, a folder as HF") {
 
 TEST_CASE("model_file: the real Gemma 3 270M GGUF") {
   auto path = real_model_or_skip();
-  if (path.empty()) return;
+  if (path.empty()) {
+    SUCCEED("skipped: no default model");
+    return;
+  }
   auto m = model_file::open(path);
   REQUIRE(m.is_gguf());
   auto const& g = *m.gguf();

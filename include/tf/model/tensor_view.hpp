@@ -14,7 +14,9 @@ struct tensor_view {
   std::string name;
   tensor_type type{};
   std::vector<std::int64_t> dims;
-  const std::byte* data = nullptr;  // into the mapping; valid while the file object lives
+  // Into the mapping, valid while the file object lives; GGUF data is aligned to general.alignment,
+  // safetensors data only to 8 bytes at best, so read elements with memcpy or check alignment.
+  const std::byte* data = nullptr;
   std::uint64_t bytes = 0;
   std::uint64_t offset = 0;  // byte offset of data from the start of its file
 
