@@ -19,10 +19,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
-using toy_backend = lane_backend<toy_model, toy_codec>;
+using toy_backend = lane_backend<toy_model, toy_family, toy_codec>;
 
 struct live_server {
-  explicit live_server(http_config hc = {}, lane_config lc = {4, 512, 4, 64},
+  explicit live_server(http_config hc = {}, host_config lc = {4, 512, 4, 64},
                        std::size_t pages = 128, std::chrono::microseconds delay = 300us) {
     hc.port = 0;
     server = std::make_unique<api_server>(hc);
@@ -101,7 +101,7 @@ TEST_CASE("health answers 503 while loading, then 200") {
   CHECK(r->status == 503);
   CHECK(c.Get("/v1/models")->status == 503);
   s.server->set_backend(std::make_shared<toy_backend>(std::make_unique<toy_model>(64, 16),
-                                                      toy_codec{}, lane_config{}));
+                                                      toy_codec{}, host_config{}));
   CHECK(c.Get("/health")->status == 200);
   auto m = json::parse(c.Get("/v1/models")->body);
   CHECK(m["data"][0]["id"] == "tf-toy");

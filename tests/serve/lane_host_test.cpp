@@ -49,7 +49,7 @@ std::vector<std::string> prompts() {
 
 std::vector<reply> run_concurrent(std::size_t parallel, std::size_t pages) {
   toy_model model(pages, 16, 200us);
-  lane_host host(model, {parallel, 512, 64, 64});
+  lane_host<toy_model, toy_family> host(model, {parallel, 512, 64, 64});
   std::vector<std::shared_ptr<request_stream>> streams;
   for (auto const& p : prompts()) {
     auto r = host.submit(make_request(p, 48));
@@ -62,7 +62,9 @@ std::vector<reply> run_concurrent(std::size_t parallel, std::size_t pages) {
   CHECK(load.max_running_seen <= parallel);
   auto c = host.shutdown(0ms);
   CHECK(c.balanced());
-  CHECK(c.line() == fmt::format("promised 0, free {} + store 0 == total {}", pages, pages));
+  CHECK(c.line() ==
+        fmt::format("promised 0, free {} + store {} == total {}", c.free, c.store, pages));
+  CHECK(c.free + c.store == static_cast<std::int64_t>(pages));
   return out;
 }
 
@@ -72,7 +74,7 @@ TEST_CASE("concurrent replies equal solo replies at --parallel 4 and 8") {
   std::vector<reply> solo;
   for (auto const& p : prompts()) {
     toy_model model(64, 16);
-    lane_host host(model, {1, 512, 8, 64});
+    lane_host<toy_model, toy_family> host(model, {1, 512, 8, 64});
     solo.push_back(drain(host.submit(make_request(p, 48)).stream));
     CHECK(host.shutdown(0ms).balanced());
   }
@@ -91,9 +93,40 @@ TEST_CASE("concurrent replies equal solo replies at --parallel 4 and 8") {
   for (std::size_t i = 0; i < tight.size(); ++i) CHECK(tight[i].tokens == solo[i].tokens);
 }
 
+TEST_CASE("a resumed prompt (prefix from the prompt store) equals a fresh one") {
+  std::string const base(100, 'r');
+  std::vector<std::int32_t> fresh_a, fresh_b;
+  {
+    toy_model model(64, 16);
+    lane_host<toy_model, toy_family> host(model, {1, 512, 8, 64});
+    fresh_a = drain(host.submit(make_request(base, 30)).stream).tokens;
+    host.shutdown(0ms);
+  }
+  {
+    toy_model model(64, 16);
+    lane_host<toy_model, toy_family> host(model, {1, 512, 8, 64});
+    fresh_b = drain(host.submit(make_request(base + "tail", 30)).stream).tokens;
+    host.shutdown(0ms);
+  }
+  toy_model model(64, 16);
+  lane_host<toy_model, toy_family> host(model, {1, 512, 8, 64});
+  auto first = drain(host.submit(make_request(base, 30)).stream).tokens;
+  auto read_once = host.stats().prompt_tokens.load();
+  auto again = drain(host.submit(make_request(base, 30)).stream).tokens;
+  auto longer = drain(host.submit(make_request(base + "tail", 30)).stream).tokens;
+  CHECK(first == fresh_a);
+  CHECK(again == fresh_a);
+  CHECK(longer == fresh_b);
+  // The repeats read fewer prompt tokens than they hold: their prefix came from the store.
+  CHECK(host.stats().prompt_tokens.load() - read_once < 2 * (base.size() + 1));
+  auto c = host.shutdown(0ms);
+  CHECK(c.balanced());
+  CHECK(c.store > 0);
+}
+
 TEST_CASE("refusals: context, whole pool, queue full, bad tokens") {
   toy_model model(8, 16);
-  lane_host host(model, {2, 256, 1, 64});
+  lane_host<toy_model, toy_family> host(model, {2, 256, 1, 64});
   auto big = host.submit(make_request(std::string(300, 'x'), 4));
   CHECK(big.status == submit_status::rejected);
   CHECK(big.reason == reject_reason::context_length_exceeded);
@@ -111,8 +144,8 @@ TEST_CASE("refusals: context, whole pool, queue full, bad tokens") {
 
 TEST_CASE("queue full once the waiting line is at its bound") {
   toy_model model(64, 16, 2ms);
-  lane_host host(model, {1, 256, 2, 64});
-  std::vector<submit_result> rs;
+  lane_host<toy_model, toy_family> host(model, {1, 256, 2, 64});
+  std::vector<stream_submit> rs;
   for (int i = 0; i < 6; ++i) rs.push_back(host.submit(make_request("hello", 40)));
   int full = 0;
   for (auto& r : rs) full += r.reason == reject_reason::queue_full;
@@ -124,7 +157,7 @@ TEST_CASE("queue full once the waiting line is at its bound") {
 
 TEST_CASE("a cancelled request frees its pages at the next round") {
   toy_model model(160, 16, 1ms);
-  lane_host host(model, {2, 1024, 8, 64});
+  lane_host<toy_model, toy_family> host(model, {2, 1024, 8, 64});
   auto r = host.submit(make_request("go on", -1));
   REQUIRE(r.stream);
   auto first = r.stream->next(2000ms);
@@ -141,7 +174,7 @@ TEST_CASE("a cancelled request frees its pages at the next round") {
 
 TEST_CASE("shutdown cancels what is still running and balances") {
   toy_model model(160, 16, 1ms);
-  lane_host host(model, {2, 1024, 8, 64});
+  lane_host<toy_model, toy_family> host(model, {2, 1024, 8, 64});
   auto a = host.submit(make_request("one", -1));
   auto b = host.submit(make_request("two", -1));
   auto c = host.submit(make_request("three", -1));

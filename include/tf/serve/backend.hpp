@@ -23,21 +23,21 @@ class serving_backend {
   virtual std::string piece(std::int32_t token) const = 0;
   virtual std::vector<std::int32_t> stop_tokens() const = 0;
   virtual std::string model_id() const = 0;
-  virtual submit_result submit(generation_request req) = 0;
+  virtual stream_submit submit(generation_request req) = 0;
   virtual load_snapshot load() const = 0;
   virtual census count() const = 0;
   virtual metrics& stats() = 0;
-  virtual lane_config const& config() const = 0;
+  virtual host_config const& config() const = 0;
   /// Stops the lane host (see lane_host::shutdown) and returns the stop census.
   virtual census shutdown(std::chrono::milliseconds grace) = 0;
 };
 
 /// A lane host over `Model`, with `Codec` for text (encode, piece, render_chat, stop_tokens,
 /// model_id); owns both.
-template <batched_model Model, class Codec>
+template <batched_model Model, class Family, class Codec>
 class lane_backend final : public serving_backend {
  public:
-  lane_backend(std::unique_ptr<Model> model, Codec codec, lane_config cfg)
+  lane_backend(std::unique_ptr<Model> model, Codec codec, host_config cfg)
       : model_(std::move(model)), codec_(std::move(codec)), host_(*model_, cfg) {}
 
   std::vector<std::int32_t> encode_text(std::string const& text) const override {
@@ -49,17 +49,17 @@ class lane_backend final : public serving_backend {
   std::string piece(std::int32_t token) const override { return codec_.piece(token); }
   std::vector<std::int32_t> stop_tokens() const override { return codec_.stop_tokens(); }
   std::string model_id() const override { return codec_.model_id(); }
-  submit_result submit(generation_request req) override { return host_.submit(std::move(req)); }
+  stream_submit submit(generation_request req) override { return host_.submit(std::move(req)); }
   load_snapshot load() const override { return host_.load(); }
   census count() const override { return host_.count(); }
   metrics& stats() override { return host_.stats(); }
-  lane_config const& config() const override { return host_.config(); }
+  host_config const& config() const override { return host_.config(); }
   census shutdown(std::chrono::milliseconds grace) override { return host_.shutdown(grace); }
 
  private:
   std::unique_ptr<Model> model_;
   Codec codec_;
-  lane_host<Model> host_;
+  lane_host<Model, Family> host_;
 };
 
 }  // namespace tf::serve

@@ -2,7 +2,9 @@
 /// The lane host: one engine thread that runs every request in lane rounds (cancels, admission,
 /// one prompt chunk, one batched decode round over every running stream) on a paged KV pool.
 #include <tf/error.hpp>
+#include <tf/kv/paged_pool.hpp>
 #include <tf/sample/sampler.hpp>
+#include <tf/serve/lane_admission.hpp>
 #include <tf/serve/metrics.hpp>
 
 #include <fmt/format.h>
@@ -133,9 +135,6 @@ class request_stream {
   std::atomic<int> cancel_reason_{static_cast<int>(finish_reason::cancelled)};
 };
 
-/// How submit() answered.
-enum class submit_status { admitted, queued, rejected };
-
 /// Why a request was refused.
 enum class reject_reason {
   none,
@@ -147,7 +146,7 @@ enum class reject_reason {
 };
 
 /// submit()'s answer: the stream to read when accepted, else why not (with a message).
-struct submit_result {
+struct stream_submit {
   submit_status status = submit_status::rejected;
   reject_reason reason = reject_reason::none;
   std::string message;
@@ -163,92 +162,45 @@ struct load_snapshot {
   std::uint64_t rounds = 0;
 };
 
-/// The stop census: every page is free or in the store, and nothing is promised.
-struct census {
-  std::size_t promised = 0, free = 0, store = 0, held = 0, total = 0;
-  bool balanced() const { return promised == 0 && held == 0 && free + store == total; }
-  std::string line() const {
-    return fmt::format("promised {}, free {} + store {} == total {}", promised, free, store, total);
-  }
-};
+/// The stop census (kv::census): `promised 0, free N + store S == total N` once balanced.
+using census = kv::census;
 
 /// Lane host settings.
-struct lane_config {
+struct host_config {
   std::size_t parallel = 4;         // streams in the rounds at once
   std::size_t context = 4096;       // token window per stream
   std::size_t max_queue = 64;       // waiting requests before queue_full
   std::size_t prefill_chunk = 256;  // prompt tokens per round
 };
 
-namespace detail {
-
-/// Page accounting: promise a request's pages at admission, hold them as tokens arrive.
-class page_admission {
- public:
-  explicit page_admission(std::size_t total) : total_(total) {
-    free_.reserve(total);
-    for (std::size_t i = total; i-- > 0;) free_.push_back(static_cast<std::int32_t>(i));
-  }
-  std::size_t total() const { return total_; }
-  bool fits(std::size_t pages) const { return promised_ + pages <= free_.size(); }
-  void promise(std::size_t pages) {
-    if (!fits(pages))
-      throw error("tf: promise of {} pages past the {} free", pages, free_.size() - promised_);
-    promised_ += pages;
-  }
-  std::int32_t hold() {
-    if (promised_ == 0 || free_.empty()) throw error("tf: hold without a promised page");
-    --promised_;
-    auto p = free_.back();
-    free_.pop_back();
-    return p;
-  }
-  void release(std::span<std::int32_t const> pages, std::size_t unused_promise) {
-    for (auto p : pages) free_.push_back(p);
-    promised_ -= std::min(promised_, unused_promise);
-  }
-  census count() const { return {promised_, free_.size(), 0, total_ - free_.size(), total_}; }
-
- private:
-  std::size_t total_;
-  std::vector<std::int32_t> free_;
-  std::size_t promised_ = 0;
-};
-
-}  // namespace detail
-
-/// Runs every request of `Model` through the lane rounds on one engine thread.
-template <batched_model Model>
+/// Runs every request of `Model` through the lane rounds on one engine thread; `Family` binds
+/// the paged pool to the KV ledger (lane_admission), the only admission check.
+template <batched_model Model, class Family>
 class lane_host {
  public:
   using clock = std::chrono::steady_clock;
 
-  lane_host(Model& model, lane_config cfg, metrics* m = nullptr)
-      : model_(model), cfg_(cfg), metrics_(m ? m : &own_metrics_), pool_(model.num_pages()) {
-    if (cfg_.parallel == 0) throw error("tf: lane host needs --parallel >= 1 (got 0)");
-    if (cfg_.context < 2) throw error("tf: lane host needs --context >= 2 (got {})", cfg_.context);
+  lane_host(Model& model, host_config cfg, metrics* m = nullptr)
+      : model_(model),
+        cfg_(check(cfg)),
+        metrics_(m ? m : &own_metrics_),
+        admission_(kv::pool_config{static_cast<std::int64_t>(model.page_tokens()),
+                                   static_cast<std::int64_t>(model.num_pages()), 0, 1},
+                   lane_config{cfg_.parallel, cfg_.max_queue, 0, 0, [](std::string_view) {}}) {
     if (model_.page_tokens() == 0) throw error("tf: the model's page size is 0 tokens");
-    if (cfg_.prefill_chunk == 0) cfg_.prefill_chunk = 256;
+    publish_locked();
     engine_ = std::thread([this] { run(); });
   }
   lane_host(lane_host const&) = delete;
   lane_host& operator=(lane_host const&) = delete;
   ~lane_host() { shutdown(std::chrono::milliseconds(0)); }
 
-  lane_config const& config() const { return cfg_; }
+  host_config const& config() const { return cfg_; }
   metrics& stats() { return *metrics_; }
 
-  /// Pages a request needs for its whole window.
-  std::size_t pages_for(std::size_t prompt, int max_tokens) const {
-    std::size_t room = cfg_.context - std::min(cfg_.context, prompt);
-    std::size_t gen = max_tokens < 0 ? room : std::min(room, static_cast<std::size_t>(max_tokens));
-    std::size_t tokens = prompt + gen;
-    return (tokens + model_.page_tokens() - 1) / model_.page_tokens();
-  }
-
   /// Queues a request for admission; refuses it at once when it can never run or the queue is full.
-  submit_result submit(generation_request req) {
-    submit_result out;
+  stream_submit submit(generation_request req) {
+    stream_submit out;
     auto const n = req.prompt.size();
     if (n == 0) return reject(out, reject_reason::bad_request, "the prompt has no tokens");
     for (auto t : req.prompt)
@@ -258,43 +210,44 @@ class lane_host {
             fmt::format("prompt token {} is outside the vocabulary of {}", t, model_.vocab_size()));
     if (n >= cfg_.context) {
       metrics_->rejected_context++;
-      return reject(
-          out, reject_reason::context_length_exceeded,
-          fmt::format("the prompt has {} tokens; this server's context window is {} tokens "
-                      "per stream (at least 1 must be left to generate)",
-                      n, cfg_.context));
+      return reject(out, reject_reason::context_length_exceeded,
+                    fmt::format("the prompt has {} tokens; this server's context window is {} "
+                                "tokens per stream (at least 1 must be left to generate)",
+                                n, cfg_.context));
     }
     try {
       sample::validate(req.sampling);
     } catch (tf::error const& e) {
       return reject(out, reject_reason::bad_request, e.what());
     }
-    auto need = pages_for(n, req.max_tokens);
-    if (need > pool_.total()) {
-      metrics_->rejected_larger_than_pool++;
-      return reject(out, reject_reason::larger_than_pool,
-                    fmt::format("the request needs {} KV pages, more than the whole pool of {}",
-                                need, pool_.total()));
-    }
+    std::size_t const room = cfg_.context - n;
+    req.max_tokens = static_cast<int>(
+        req.max_tokens < 0 ? room : std::min(room, static_cast<std::size_t>(req.max_tokens)));
     auto s = std::make_shared<request_stream>();
     s->prompt_tokens_ = n;
     {
       std::lock_guard lock(mutex_);
       if (stopping_) return reject(out, reject_reason::stopping, "the server is shutting down");
-      if (waiting_.size() >= cfg_.max_queue) {
-        metrics_->rejected_queue_full++;
-        return reject(out, reject_reason::queue_full,
-                      fmt::format("{} requests are already waiting (the queue holds {})",
-                                  waiting_.size(), cfg_.max_queue));
+      auto id = ++next_id_;
+      auto r = admission_.submit({id, req.prompt, req.max_tokens});
+      if (r.status == submit_status::rejected) {
+        bool const full = r.kind == reject_kind::queue_full;
+        (full ? metrics_->rejected_queue_full : metrics_->rejected_larger_than_pool)++;
+        return reject(out, full ? reject_reason::queue_full : reject_reason::larger_than_pool,
+                      r.reason);
       }
-      auto w = std::make_unique<lane>();
-      w->req = std::move(req);
-      w->stream = s;
-      w->need = need;
-      w->arrived = clock::now();
-      waiting_.push_back(std::move(w));
-      out.status = running_count_ < cfg_.parallel && waiting_.size() == 1 ? submit_status::admitted
-                                                                          : submit_status::queued;
+      auto l = std::make_unique<lane>();
+      l->id = id;
+      l->req = std::move(req);
+      l->stream = s;
+      l->arrived = clock::now();
+      if (r.status == submit_status::admitted) l->reused = r.reused_tokens;
+      if (r.status == submit_status::admitted)
+        inbox_.push_back(std::move(l));
+      else
+        waiting_.push_back(std::move(l));
+      out.status = r.status;
+      publish_locked();
     }
     cv_.notify_all();
     out.stream = std::move(s);
@@ -310,7 +263,7 @@ class lane_host {
   /// The census of the pool now (balanced once every request is done).
   census count() const {
     std::lock_guard lock(mutex_);
-    return census_;
+    return admission_.census();
   }
 
   /// Stops taking requests, lets running ones finish for `grace`, cancels the rest, joins the
@@ -318,8 +271,8 @@ class lane_host {
   census shutdown(std::chrono::milliseconds grace) {
     {
       std::lock_guard lock(mutex_);
+      if (!stopping_) drain_deadline_ = clock::now() + grace;
       stopping_ = true;
-      drain_deadline_ = clock::now() + grace;
     }
     cv_.notify_all();
     if (engine_.joinable()) engine_.join();
@@ -328,10 +281,11 @@ class lane_host {
 
  private:
   struct lane {
+    std::uint64_t id = 0;
     generation_request req;
     std::shared_ptr<request_stream> stream;
-    std::size_t need = 0;  // pages promised at admission
-    std::vector<std::int32_t> pages;
+    std::int64_t reused = 0;            // prompt tokens the prompt store already had
+    std::vector<std::int32_t> pages;    // page table, refreshed after each hold
     std::size_t pos = 0;                // tokens in the KV
     std::vector<std::int32_t> history;  // prompt + generated
     std::int32_t pending = -1;          // sampled, not yet in the KV
@@ -341,7 +295,14 @@ class lane_host {
     clock::time_point arrived, last_token;
   };
 
-  submit_result& reject(submit_result& out, reject_reason r, std::string msg) {
+  static host_config check(host_config c) {
+    if (c.parallel == 0) throw error("tf: lane host needs --parallel >= 1 (got 0)");
+    if (c.context < 2) throw error("tf: lane host needs --context >= 2 (got {})", c.context);
+    if (c.prefill_chunk == 0) c.prefill_chunk = 256;
+    return c;
+  }
+
+  stream_submit& reject(stream_submit& out, reject_reason r, std::string msg) {
     if (r == reject_reason::bad_request) metrics_->rejected_bad_request++;
     out.status = submit_status::rejected;
     out.reason = r;
@@ -349,23 +310,32 @@ class lane_host {
     return out;
   }
 
-  void ensure_pages(lane& l, std::size_t tokens) {
-    auto const pt = model_.page_tokens();
-    while (l.pages.size() * pt < tokens) l.pages.push_back(pool_.hold());
+  // Holds pages for tokens [l.pos, l.pos + n) and refreshes the lane's page table.
+  void hold(lane& l, std::size_t n) {
+    std::lock_guard lock(mutex_);
+    admission_.on_tokens(l.id, static_cast<std::int64_t>(n));
+    auto t = admission_.page_table(l.id);
+    l.pages.assign(t.begin(), t.end());
   }
 
   void end(lane& l, finish_reason why, std::string err = {}) {
-    pool_.release(l.pages, l.need - l.pages.size());
-    l.pages.clear();
-    l.need = 0;
+    {
+      std::lock_guard lock(mutex_);
+      // A prompt read in full is kept in the prompt store for prefix reuse.
+      bool keep = why != finish_reason::error && l.pos >= l.req.prompt.size();
+      if (why == finish_reason::cancelled || !keep)
+        admission_.cancel(l.id);
+      else
+        admission_.finish(l.id, true);
+    }
     l.stream_done = true;
     if (why == finish_reason::cancelled) metrics_->cancelled++;
     metrics_->requests_finished++;
     l.stream->finish(why, std::move(err));
   }
 
-  // Records a sampled token; returns false when the request ended with it.
-  bool emit(lane& l, sample::sample_result r) {
+  // Records a sampled token; the request ends on a stop token, at max_tokens or a full window.
+  void emit(lane& l, sample::sample_result r) {
     auto now = clock::now();
     if (l.generated == 0)
       metrics_->ttft.observe(std::chrono::duration<double>(now - l.arrived).count());
@@ -375,96 +345,94 @@ class lane_host {
     ++l.generated;
     metrics_->generation_tokens++;
     auto tok = r.token;
-    bool const is_stop = std::find(l.req.stop_tokens.begin(), l.req.stop_tokens.end(), tok) !=
-                         l.req.stop_tokens.end();
-    if (is_stop) {
+    if (std::find(l.req.stop_tokens.begin(), l.req.stop_tokens.end(), tok) !=
+        l.req.stop_tokens.end()) {
       end(l, finish_reason::stop);
-      return false;
+      return;
     }
     l.stream->push(std::move(r));
     l.history.push_back(tok);
     l.pending = tok;
-    if ((l.req.max_tokens >= 0 && l.generated >= l.req.max_tokens) || l.pos + 1 >= cfg_.context) {
-      end(l, finish_reason::length);
-      return false;
-    }
-    return true;
+    if (l.generated >= l.req.max_tokens || l.pos + 1 >= cfg_.context) end(l, finish_reason::length);
   }
 
-  void fail_all(std::string const& what) {
-    for (auto& l : running_) end(*l, finish_reason::error, what);
-    running_.clear();
+  void start(lane& l) {
+    l.history = l.req.prompt;
+    l.sampler.emplace(l.req.sampling);
+    // Reuse at most prompt-1 tokens: the last one runs again to give the first logits.
+    auto const reuse = std::min<std::size_t>(
+        static_cast<std::size_t>(std::max<std::int64_t>(l.reused, 0)), l.req.prompt.size() - 1);
+    l.pos = reuse;
+    {
+      std::lock_guard lock(mutex_);
+      auto t = admission_.page_table(l.id);
+      l.pages.assign(t.begin(), t.end());
+    }
+    metrics_->prompt_tokens += l.req.prompt.size() - reuse;
   }
 
   void run() {
     std::vector<float> logits;
     std::vector<batch_row> rows;
     std::vector<lane*> row_lanes;
-    std::vector<std::int32_t> one_token;
+    std::vector<std::int32_t> tokens;
     for (;;) {
       std::vector<std::unique_ptr<lane>> admitted;
-      bool stop_now = false;
+      bool stop_now = false, past_grace = false;
       {
         std::unique_lock lock(mutex_);
-        if (running_.empty() && waiting_.empty() && !stopping_) {
+        if (running_.empty() && waiting_.empty() && inbox_.empty() && !stopping_) {
           publish_locked();
-          cv_.wait(lock, [&] { return stopping_ || !waiting_.empty(); });
+          cv_.wait(lock, [&] { return stopping_ || !waiting_.empty() || !inbox_.empty(); });
         }
-        bool const past_grace = stopping_ && clock::now() >= drain_deadline_;
-        // Cancels: waiting requests leave the queue; running ones end below.
+        past_grace = stopping_ && clock::now() >= drain_deadline_;
+        // Cancels of waiting requests: they leave the queue.
         for (auto it = waiting_.begin(); it != waiting_.end();) {
           if ((*it)->stream->cancel_requested() || past_grace) {
+            admission_.cancel((*it)->id);
             metrics_->cancelled++;
             metrics_->requests_finished++;
-            (*it)->stream->finish(past_grace ? finish_reason::cancelled
-                                             : (*it)->stream->cancel_reason());
+            (*it)->stream->finish(finish_reason::cancelled);
             it = waiting_.erase(it);
           } else {
             ++it;
           }
         }
-        // Admission, first come first served: the head waits until its pages fit.
-        while (!stopping_ && !waiting_.empty() &&
-               running_.size() + admitted.size() < cfg_.parallel &&
-               pool_.fits(waiting_.front()->need)) {
-          pool_.promise(waiting_.front()->need);
-          admitted.push_back(std::move(waiting_.front()));
-          waiting_.pop_front();
-        }
-        if (stopping_ && past_grace) {
-          for (auto& l : running_) l->stream->cancel(finish_reason::cancelled);
+        // Admission through the ledger, first come first served.
+        for (auto& l : inbox_) admitted.push_back(std::move(l));
+        inbox_.clear();
+        for (auto const& a : admission_.admit_waiting()) {
+          auto it = std::find_if(waiting_.begin(), waiting_.end(),
+                                 [&](auto const& w) { return w->id == a.id; });
+          if (it == waiting_.end()) continue;
+          (*it)->reused = a.reused_tokens;
+          admitted.push_back(std::move(*it));
+          waiting_.erase(it);
         }
         stop_now = stopping_ && waiting_.empty() && running_.empty() && admitted.empty();
       }
       if (stop_now) break;
       for (auto& a : admitted) {
-        a->history = a->req.prompt;
-        a->sampler.emplace(a->req.sampling);
-        metrics_->prompt_tokens += a->req.prompt.size();
+        start(*a);
         running_.push_back(std::move(a));
       }
-      // Cancels of running requests: free their pages now.
-      for (auto it = running_.begin(); it != running_.end();) {
-        if ((*it)->stream->cancel_requested()) {
-          end(**it, (*it)->stream->cancel_reason());
-          it = running_.erase(it);
-        } else {
-          ++it;
-        }
-      }
+      for (auto& l : running_)
+        if (!l->stream_done && (l->stream->cancel_requested() || past_grace))
+          end(*l, past_grace ? finish_reason::cancelled : l->stream->cancel_reason());
+      std::erase_if(running_, [](auto const& l) { return l->stream_done; });
       max_running_ = std::max(max_running_, running_.size());
       try {
         prefill_round(logits);
-        decode_round(logits, rows, row_lanes, one_token);
+        decode_round(logits, rows, row_lanes, tokens);
       } catch (std::exception const& e) {
-        fail_all(fmt::format("tf: forward failed: {}", e.what()));
+        for (auto& l : running_)
+          if (!l->stream_done)
+            end(*l, finish_reason::error, fmt::format("tf: forward failed: {}", e.what()));
       }
       std::erase_if(running_, [](auto const& l) { return l->stream_done; });
-      {
-        std::lock_guard lock(mutex_);
-        ++rounds_;
-        publish_locked();
-      }
+      std::lock_guard lock(mutex_);
+      ++rounds_;
+      publish_locked();
     }
     std::lock_guard lock(mutex_);
     publish_locked();
@@ -476,16 +444,13 @@ class lane_host {
       auto& l = *lp;
       if (l.stream_done || l.pos >= l.req.prompt.size()) continue;
       auto const n = std::min(cfg_.prefill_chunk, l.req.prompt.size() - l.pos);
-      ensure_pages(l, l.pos + n);
+      hold(l, n);
       batch_row row{std::span<std::int32_t const>(l.req.prompt).subspan(l.pos, n),
                     static_cast<std::int32_t>(l.pos), l.pages, false};
       logits.resize(model_.vocab_size());
       model_.forward(std::span<batch_row const>(&row, 1), logits.data());
       l.pos += n;
-      if (l.pos == l.req.prompt.size()) {
-        auto r = l.sampler->sample(logits, l.history);
-        emit(l, std::move(r));
-      }
+      if (l.pos == l.req.prompt.size()) emit(l, l.sampler->sample(logits, l.history));
       return;
     }
   }
@@ -505,7 +470,7 @@ class lane_host {
     if (row_lanes.empty()) return;
     for (std::size_t i = 0; i < row_lanes.size(); ++i) {
       auto& l = *row_lanes[i];
-      ensure_pages(l, l.pos + 1);
+      hold(l, 1);
       rows.push_back({std::span<std::int32_t const>(&tokens[i], 1),
                       static_cast<std::int32_t>(l.pos), l.pages, false});
     }
@@ -517,44 +482,42 @@ class lane_host {
       l.pending = -1;
       auto row =
           std::span<float const>(logits).subspan(i * model_.vocab_size(), model_.vocab_size());
-      auto r = l.sampler->sample(row, l.history);
-      emit(l, std::move(r));
+      emit(l, l.sampler->sample(row, l.history));
     }
   }
 
   void publish_locked() {
-    auto c = pool_.count();
-    census_ = c;
-    running_count_ = running_.size();
-    snapshot_.running = running_.size();
-    snapshot_.queued = waiting_.size();
-    snapshot_.requeued = 0;
-    snapshot_.pages_free = c.free;
-    snapshot_.pages_held = c.held;
-    snapshot_.pages_promised = c.promised;
-    snapshot_.pages_store = c.store;
-    snapshot_.pages_total = c.total;
+    auto c = admission_.census();
+    auto l = admission_.load();
+    snapshot_.running = l.running;
+    snapshot_.queued = l.queued;
+    snapshot_.requeued = l.requeued;
+    snapshot_.pages_free = static_cast<std::size_t>(c.free);
+    snapshot_.pages_held = static_cast<std::size_t>(c.held);
+    snapshot_.pages_promised = static_cast<std::size_t>(c.promised);
+    snapshot_.pages_store = static_cast<std::size_t>(c.store);
+    snapshot_.pages_total = static_cast<std::size_t>(c.total);
     snapshot_.slots = cfg_.parallel;
-    snapshot_.slots_free = cfg_.parallel - std::min(cfg_.parallel, running_.size());
-    snapshot_.max_running_seen = max_running_;
+    snapshot_.slots_free = cfg_.parallel - std::min(cfg_.parallel, l.running);
+    snapshot_.max_running_seen = std::max(max_running_, l.running);
     snapshot_.rounds = rounds_;
   }
 
   Model& model_;
-  lane_config cfg_;
+  host_config cfg_;
   metrics own_metrics_;
   metrics* metrics_;
-  detail::page_admission pool_;
 
-  mutable std::mutex mutex_;
+  mutable std::mutex mutex_;  // guards admission_, the queues and the snapshot
+  lane_admission<Family> admission_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<lane>> waiting_;
-  std::size_t running_count_ = 0;
+  std::vector<std::unique_ptr<lane>> inbox_;  // admitted at submit, not yet started
   bool stopping_ = false;
   clock::time_point drain_deadline_{};
   load_snapshot snapshot_;
-  census census_;
   std::uint64_t rounds_ = 0;
+  std::uint64_t next_id_ = 0;
   std::size_t max_running_ = 0;
 
   std::vector<std::unique_ptr<lane>> running_;  // engine thread only

@@ -2,10 +2,13 @@
 /// A deterministic toy model and byte codec: logits are a pure function of a row's token history,
 /// kept in its KV pages, so batched == solo is checkable without a real model.
 #include <tf/error.hpp>
+#include <tf/family.hpp>
+#include <tf/kv/paged_pool.hpp>
 #include <tf/serve/lane_host.hpp>
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <span>
@@ -21,6 +24,16 @@ struct toy_vocab {
   static constexpr std::int32_t bos = 256;
   static constexpr std::int32_t eos = 257;
   static constexpr std::size_t size = 258;
+};
+
+/// The toy model's family traits: the engine's paged pool, per-request admission.
+struct toy_family {
+  static constexpr std::string_view name = "toy";
+  static constexpr std::array<std::string_view, 1> arch_names{"tf-toy"};
+  using kv_pool = tf::kvPool<tf::kv::paged_pool>;
+  static constexpr bool per_request_admission = true;
+  static constexpr bool has_forward = true;
+  struct hparams {};
 };
 
 /// A paged "model": each KV slot keeps a running hash of the history up to it; logits come from
