@@ -147,6 +147,9 @@ class hybrid_pool {
   std::size_t streams() const { return pages_.streams(); }
   std::span<std::int32_t const> page_table(stream_id id) const { return pages_.page_table(id); }
   std::int64_t stream_tokens(stream_id id) const { return pages_.stream_tokens(id); }
+  std::int64_t stream_promise_tokens(stream_id id) const {
+    return pages_.stream_promise_tokens(id);
+  }
   /// The stream's own state slot, once started.
   std::optional<std::int32_t> stream_slot(stream_id id) const {
     auto it = stream_slot_.find(id);

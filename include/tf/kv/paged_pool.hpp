@@ -269,6 +269,10 @@ class paged_pool {
   }
   std::int64_t stream_tokens(stream_id id) const { return get(id, "stream_tokens").tokens; }
   std::int64_t stream_promise(stream_id id) const { return get(id, "stream_promise").promise; }
+  /// Tokens promised to the stream (prompt + max tokens).
+  std::int64_t stream_promise_tokens(stream_id id) const {
+    return get(id, "stream_promise_tokens").promise_tokens;
+  }
   prompt_store const& store() const { return store_; }
 
   kv::census census() const {
