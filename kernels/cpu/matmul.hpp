@@ -101,6 +101,10 @@ inline dot_fn dot_for(tf::model::tensor_type t, isa path) {
         return TF_ROWS4(avx512, dot_q5_0, block_q5_0, block_q8_0);
       case tensor_type::q8_0:
         return TF_ROWS4(avx512, dot_q8_0, block_q8_0, block_q8_0);
+      case tensor_type::q2_k:
+        return TF_ROWS4(avx512, dot_q2_k, block_q2_k, block_q8_k);
+      case tensor_type::q3_k:
+        return TF_ROWS4(avx512, dot_q3_k, block_q3_k, block_q8_k);
       case tensor_type::q4_k:
         return TF_ROWS4(avx512, dot_q4_k, block_q4_k, block_q8_k);
       case tensor_type::q5_k:
@@ -123,6 +127,10 @@ inline dot_fn dot_for(tf::model::tensor_type t, isa path) {
         return TF_ROWS4(avx2, dot_q5_0, block_q5_0, block_q8_0);
       case tensor_type::q8_0:
         return TF_ROWS4(avx2, dot_q8_0, block_q8_0, block_q8_0);
+      case tensor_type::q2_k:
+        return TF_ROWS4(avx2, dot_q2_k, block_q2_k, block_q8_k);
+      case tensor_type::q3_k:
+        return TF_ROWS4(avx2, dot_q3_k, block_q3_k, block_q8_k);
       case tensor_type::q4_k:
         return TF_ROWS4(avx2, dot_q4_k, block_q4_k, block_q8_k);
       case tensor_type::q5_k:

@@ -3,6 +3,7 @@
 /// attributes so the binary still runs on CPUs without them; callers check cpu_features first.
 #include <kernels/cpu/quant_blocks.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
