@@ -75,3 +75,21 @@ TEST_CASE("malformed tokenizer.json is refused with a tf::error") {
   CHECK_THROWS_WITH(tf::tokenizer::vocab_from_hf_json(j), Catch::Contains("\\w+"));
   CHECK_THROWS_AS(tf::tokenizer::read_json_file(fixture("no_such_file.json")), tf::error);
 }
+
+TEST_CASE("tokenizer_config.json entries set bos, eos and add_bos") {
+  using nlohmann::json;
+  const auto j = tf::tokenizer::read_json_file(fixture("bpe_qwen2.tokenizer.json"));
+  const json config{{"bos_token", "<|endoftext|>"},
+                    {"eos_token", {{"content", "<|im_end|>"}}},
+                    {"add_bos_token", true}};
+  const tf::tokenizer::tokenizer tok(tf::tokenizer::vocab_from_hf_json(j, config));
+  CHECK(tok.vocab().bos == *tok.token_id("<|endoftext|>"));
+  CHECK(tok.vocab().eos == *tok.token_id("<|im_end|>"));
+  const auto ids = tok.encode("hi", true, false);
+  REQUIRE(ids.size() >= 2);
+  CHECK(ids.front() == tok.vocab().bos);
+  CHECK(tok.encode("hi", false, false).front() != tok.vocab().bos);
+  const tf::tokenizer::tokenizer bare(tf::tokenizer::vocab_from_hf_json(j));
+  CHECK(bare.vocab().bos == -1);
+  CHECK_FALSE(bare.vocab().add_bos);
+}
