@@ -186,7 +186,7 @@ class lane_host {
         metrics_(m ? m : &own_metrics_),
         admission_(kv::pool_config{static_cast<std::int64_t>(model.page_tokens()),
                                    static_cast<std::int64_t>(model.num_pages()), 0, 1},
-                   lane_config{cfg_.parallel, cfg_.max_queue, 0, 0, [](std::string_view) {}}) {
+                   admission_config(cfg_)) {
     if (model_.page_tokens() == 0) throw error("tf: the model's page size is 0 tokens");
     publish_locked();
     engine_ = std::thread([this] { run(); });
@@ -294,6 +294,14 @@ class lane_host {
     std::optional<sample::sampler> sampler;
     clock::time_point arrived, last_token;
   };
+
+  static lane_config admission_config(host_config const& c) {
+    lane_config lc;
+    lc.max_running = c.parallel;
+    lc.max_queue = c.max_queue;
+    lc.log = [](std::string_view) {};  // refusals reach the client as HTTP errors
+    return lc;
+  }
 
   static host_config check(host_config c) {
     if (c.parallel == 0) throw error("tf: lane host needs --parallel >= 1 (got 0)");
