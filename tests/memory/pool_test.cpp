@@ -152,3 +152,18 @@ TEST_CASE("this machine's reading") {
   WARN("skipped: /proc is Linux-only");
 #endif
 }
+
+TEST_CASE(
+    "the real captured pair: the pool is MemAvailable plus what the lists hold, under MemTotal") {
+  fake_proc proc;
+  proc.meminfo = fixture("host_meminfo.txt");
+  proc.zoneinfo = fixture("host_zoneinfo.txt");
+  const auto m = parse_meminfo(*proc.meminfo);
+  REQUIRE(m);
+  const auto parked = parked_bytes(*proc.zoneinfo, page);
+  const auto r = read_proc_pool(proc.reader(), page);
+  CHECK(r.available_bytes == m->available_bytes);
+  CHECK(r.parked_bytes == std::min(parked, m->total_bytes - m->available_bytes));
+  CHECK(r.pool_bytes == m->available_bytes + r.parked_bytes);
+  CHECK(r.pool_bytes <= m->total_bytes);
+}
