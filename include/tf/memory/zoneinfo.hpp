@@ -5,6 +5,7 @@
 #include <tf/memory/meminfo.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 namespace tf::memory {
