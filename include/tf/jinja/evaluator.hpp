@@ -52,7 +52,13 @@ class evaluator {
  public:
   enum class flow { normal, break_, continue_ };
 
-  evaluator(render_options opt) : opt_(opt) {}
+  explicit evaluator(render_options opt) : opt_(opt) {}
+  evaluator(const evaluator&) = delete;
+  evaluator& operator=(const evaluator&) = delete;
+  // Macros hold their defining frame and frames hold macros: break those cycles.
+  ~evaluator() {
+    for (auto& f : closure_frames_) f->vars.clear();
+  }
 
   std::string run(const body_t& body, frame_ptr root) {
     std::string out;
@@ -231,6 +237,7 @@ class evaluator {
   value make_macro(const stmt& s, const frame_ptr& defined_in, const body_t& body) {
     const stmt* sp = &s;
     const body_t* bp = &body;
+    closure_frames_.push_back(defined_in);
     return value(function([this, sp, bp, defined_in](call_args& a) {
       auto f = child(defined_in);
       const auto& params = sp->params;
@@ -582,6 +589,7 @@ class evaluator {
   }
 
   render_options opt_;
+  std::vector<frame_ptr> closure_frames_;
   source_pos pos_;
   int depth_ = 0;
 };
