@@ -12,6 +12,7 @@
 #include <limits>
 #include <memory>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 namespace tf::families::gemma {
@@ -24,10 +25,15 @@ struct batch_row {
   bool all_logits = false;                   // logits for every token, not only the last
 };
 
+/// Element type of the KV storage: f32, or f16 (half the memory; q and the attention
+/// probabilities are rounded to f16 for the dot products, as llama.cpp's CPU path does).
+enum class kv_dtype { f32, f16 };
+
 /// Size of the KV storage: num_pages pages of page_tokens positions, for every layer.
 struct kv_shape {
   std::int32_t num_pages = 0;
   std::int32_t page_tokens = 0;
+  kv_dtype dtype = kv_dtype::f32;
 };
 
 /// Gemma 3 forward over f32 paged KV storage.
@@ -35,6 +41,8 @@ class gemma3_forward {
  public:
   gemma3_forward(gemma3_weights w, kv_shape kv, int threads = 1)
       : w_(std::move(w)), kv_(kv), pool_(std::make_unique<detail::thread_pool>(threads)) {
+    if (threads < 1 || threads > 1024)
+      throw error("tf: gemma3 forward wants 1..1024 threads, got {}", threads);
     if (kv_.num_pages <= 0 || kv_.page_tokens <= 0)
       throw error("tf: gemma3 KV storage needs pages > 0 and page_tokens > 0, got {} and {}",
                   kv_.num_pages, kv_.page_tokens);
@@ -43,11 +51,13 @@ class gemma3_forward {
                    static_cast<std::size_t>(hp.num_kv_heads) *
                    static_cast<std::size_t>(hp.head_dim);
     std::size_t const per_layer = page_floats_ * static_cast<std::size_t>(kv_.num_pages);
-    k_.resize(static_cast<std::size_t>(hp.num_layers));
-    v_.resize(static_cast<std::size_t>(hp.num_layers));
-    for (int i = 0; i < hp.num_layers; ++i) {
-      k_[static_cast<std::size_t>(i)].assign(per_layer, 0.0f);
-      v_[static_cast<std::size_t>(i)].assign(per_layer, 0.0f);
+    auto const layers = static_cast<std::size_t>(hp.num_layers);
+    if (kv_.dtype == kv_dtype::f32) {
+      k_.assign(layers, std::vector<float>(per_layer, 0.0f));
+      v_.assign(layers, std::vector<float>(per_layer, 0.0f));
+    } else {
+      k16_.assign(layers, std::vector<std::uint16_t>(per_layer, 0));
+      v16_.assign(layers, std::vector<std::uint16_t>(per_layer, 0));
     }
   }
 
@@ -81,7 +91,7 @@ class gemma3_forward {
     u_.resize(g_.size());
 
     float const emb_scale = std::sqrt(static_cast<float>(h));
-    pool_->run(n, [&](std::int64_t t0, std::int64_t t1) {
+    pool_->parallel_for(n, [&](std::int64_t t0, std::int64_t t1) {
       for (std::int64_t t = t0; t < t1; ++t) {
         float* x = x_.data() + t * h;
         kernels::cpu::dequantize_row(w_.embd.type, w_.embd.row(tok_[static_cast<std::size_t>(t)]),
@@ -157,19 +167,95 @@ class gemma3_forward {
     return static_cast<std::int64_t>(tok_.size());
   }
 
-  float* kv_at(std::vector<float>& store, std::size_t t, std::int32_t pos) {
+  // Element offset of position `pos` of token t's stream in one layer's storage.
+  std::size_t kv_at(std::size_t t, std::int32_t pos) const {
     auto const& row = rows_[static_cast<std::size_t>(row_of_[t])];
     auto const page = row.page_table[static_cast<std::size_t>(pos / kv_.page_tokens)];
     std::size_t const slot = static_cast<std::size_t>(pos % kv_.page_tokens);
-    return store.data() + static_cast<std::size_t>(page) * page_floats_ +
+    return static_cast<std::size_t>(page) * page_floats_ +
            slot * static_cast<std::size_t>(w_.hp.num_kv_heads * w_.hp.head_dim);
+  }
+
+  // Causal attention over the pages; a key is visible on a sliding layer iff
+  // q_pos - k_pos < window. T is float (f32 KV) or std::uint16_t (f16 KV).
+  template <class T>
+  void attention(int li, std::int64_t n, T const* K, T const* V) {
+    auto const& hp = w_.hp;
+    std::int64_t const hd = hp.head_dim, nh = hp.num_heads;
+    std::int64_t const q_dim = hd * nh, group = nh / hp.num_kv_heads;
+    bool const sliding = hp.is_sliding(li);
+    float const scale = 1.0f / std::sqrt(hp.query_pre_attn_scalar);
+    pool_->parallel_for(n * nh, [&](std::int64_t w0, std::int64_t w1) {
+      thread_local std::vector<float> scores, qs;
+      qs.resize(static_cast<std::size_t>(hd));
+      for (std::int64_t w = w0; w < w1; ++w) {
+        std::int64_t const t = w / nh, hh = w % nh, kvh = hh / group;
+        std::int32_t const p = pos_[static_cast<std::size_t>(t)];
+        std::int32_t const lo = sliding ? std::max(0, p - hp.sliding_window + 1) : 0;
+        float const* qh = q_.data() + t * q_dim + hh * hd;
+        for (std::int64_t d = 0; d < hd; ++d)
+          qs[static_cast<std::size_t>(d)] = round_kv<T>(qh[d] * scale);
+        scores.resize(static_cast<std::size_t>(p - lo + 1));
+        float mx = -std::numeric_limits<float>::infinity();
+        for (std::int32_t j = lo; j <= p; ++j) {
+          T const* kh = K + kv_at(static_cast<std::size_t>(t), j) + kvh * hd;
+          float const s = dot_kv(qs.data(), kh, hd);
+          scores[static_cast<std::size_t>(j - lo)] = s;
+          mx = std::max(mx, s);
+        }
+        double z = 0.0;
+        for (auto& s : scores) {
+          s = std::exp(s - mx);
+          z += s;
+        }
+        float const inv = static_cast<float>(1.0 / z);
+        float* out = att_.data() + t * q_dim + hh * hd;
+        std::fill_n(out, hd, 0.0f);
+        for (std::int32_t j = lo; j <= p; ++j) {
+          T const* vh = V + kv_at(static_cast<std::size_t>(t), j) + kvh * hd;
+          float const pj = round_kv<T>(scores[static_cast<std::size_t>(j - lo)] * inv);
+          for (std::int64_t d = 0; d < hd; ++d) out[d] += pj * to_f32(vh[d]);
+        }
+      }
+    });
+  }
+
+  void rope(float* x, std::int64_t hd, double pos, double theta) const {
+    detail::rope_neox(x, hd, pos, theta);
+  }
+
+  float gelu_of(float x) const {
+    if (kv_.dtype == kv_dtype::f32) return detail::gelu_tanh(x);
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    float const xr = kernels::cpu::fp16_to_fp32(kernels::cpu::fp32_to_fp16(x));
+    return kernels::cpu::fp16_to_fp32(kernels::cpu::fp32_to_fp16(detail::gelu_tanh(xr)));
+  }
+
+  static float to_f32(float v) { return v; }
+  static float to_f32(std::uint16_t v) { return kernels::cpu::fp16_to_fp32(v); }
+  template <class T>
+  static float round_kv(float v) {
+    if constexpr (std::is_same_v<T, float>)
+      return v;
+    else
+      return kernels::cpu::fp16_to_fp32(kernels::cpu::fp32_to_fp16(v));
+  }
+  static float dot_kv(float const* q, float const* k, std::int64_t n) {
+    return detail::dot_f32(q, k, n);
+  }
+  static float dot_kv(float const* q, std::uint16_t const* k, std::int64_t n) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (int j = 0; j < 8; ++j) acc[j] += q[i + j] * kernels::cpu::fp16_to_fp32(k[i + j]);
+    for (int j = 0; i < n; ++i, ++j) acc[j] += q[i] * kernels::cpu::fp16_to_fp32(k[i]);
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
   }
 
   void layer(int li, std::int64_t n) {
     auto const& hp = w_.hp;
     auto const& L = w_.layers[static_cast<std::size_t>(li)];
-    auto& K = k_[static_cast<std::size_t>(li)];
-    auto& V = v_[static_cast<std::size_t>(li)];
     std::int64_t const h = hp.hidden_size, hd = hp.head_dim, ff = hp.intermediate_size;
     std::int64_t const nh = hp.num_heads, nkv = hp.num_kv_heads;
     std::int64_t const q_dim = hd * nh, kv_dim = hd * nkv;
@@ -177,7 +263,6 @@ class gemma3_forward {
     bool const sliding = hp.is_sliding(li);
     double const theta = sliding ? hp.rope_theta_local : hp.rope_theta_global;
     double const pos_scale = sliding ? 1.0 : 1.0 / static_cast<double>(hp.rope_scaling_factor);
-    float const scale = 1.0f / std::sqrt(hp.query_pre_attn_scalar);
 
     for (std::int64_t t = 0; t < n; ++t)
       detail::rmsnorm(x_.data() + t * h, L.attn_norm.data(), xn_.data() + t * h, h, eps);
@@ -191,51 +276,35 @@ class gemma3_forward {
       for (std::int64_t hh = 0; hh < nh; ++hh) {
         float* qh = q_.data() + t * q_dim + hh * hd;
         detail::rmsnorm(qh, L.q_norm.data(), qh, hd, eps);
-        detail::rope_neox(qh, hd, pos, theta);
+        rope(qh, hd, pos, theta);
       }
-      float* kd = kv_at(K, static_cast<std::size_t>(t), pos_[static_cast<std::size_t>(t)]);
-      float* vd = kv_at(V, static_cast<std::size_t>(t), pos_[static_cast<std::size_t>(t)]);
+      std::size_t const at = kv_at(static_cast<std::size_t>(t), pos_[static_cast<std::size_t>(t)]);
       for (std::int64_t hh = 0; hh < nkv; ++hh) {
         float* kh = kk_.data() + t * kv_dim + hh * hd;
         detail::rmsnorm(kh, L.k_norm.data(), kh, hd, eps);
-        detail::rope_neox(kh, hd, pos, theta);
+        rope(kh, hd, pos, theta);
       }
-      std::copy_n(kk_.data() + t * kv_dim, kv_dim, kd);
-      std::copy_n(vv_.data() + t * kv_dim, kv_dim, vd);
+      float const* ks = kk_.data() + t * kv_dim;
+      float const* vs = vv_.data() + t * kv_dim;
+      if (kv_.dtype == kv_dtype::f32) {
+        std::copy_n(ks, kv_dim, k_[static_cast<std::size_t>(li)].data() + at);
+        std::copy_n(vs, kv_dim, v_[static_cast<std::size_t>(li)].data() + at);
+      } else {
+        auto* kd = k16_[static_cast<std::size_t>(li)].data() + at;
+        auto* vd = v16_[static_cast<std::size_t>(li)].data() + at;
+        for (std::int64_t i = 0; i < kv_dim; ++i) {
+          kd[i] = kernels::cpu::fp32_to_fp16(ks[i]);
+          vd[i] = kernels::cpu::fp32_to_fp16(vs[i]);
+        }
+      }
     }
 
-    // Causal attention; a key is visible on a sliding layer iff q_pos - k_pos < window.
-    std::int64_t const group = nh / nkv;
-    pool_->run(n * nh, [&](std::int64_t w0, std::int64_t w1) {
-      thread_local std::vector<float> scores;
-      for (std::int64_t w = w0; w < w1; ++w) {
-        std::int64_t const t = w / nh, hh = w % nh, kvh = hh / group;
-        std::int32_t const p = pos_[static_cast<std::size_t>(t)];
-        std::int32_t const lo = sliding ? std::max(0, p - hp.sliding_window + 1) : 0;
-        float const* qh = q_.data() + t * q_dim + hh * hd;
-        scores.resize(static_cast<std::size_t>(p - lo + 1));
-        float mx = -std::numeric_limits<float>::infinity();
-        for (std::int32_t j = lo; j <= p; ++j) {
-          float const* kh = kv_at(K, static_cast<std::size_t>(t), j) + kvh * hd;
-          float const s = detail::dot_f32(qh, kh, hd) * scale;
-          scores[static_cast<std::size_t>(j - lo)] = s;
-          mx = std::max(mx, s);
-        }
-        double z = 0.0;
-        for (auto& s : scores) {
-          s = std::exp(s - mx);
-          z += s;
-        }
-        float const inv = static_cast<float>(1.0 / z);
-        float* out = att_.data() + t * q_dim + hh * hd;
-        std::fill_n(out, hd, 0.0f);
-        for (std::int32_t j = lo; j <= p; ++j) {
-          float const* vh = kv_at(V, static_cast<std::size_t>(t), j) + kvh * hd;
-          float const pj = scores[static_cast<std::size_t>(j - lo)] * inv;
-          for (std::int64_t d = 0; d < hd; ++d) out[d] += pj * vh[d];
-        }
-      }
-    });
+    if (kv_.dtype == kv_dtype::f32)
+      attention(li, n, k_[static_cast<std::size_t>(li)].data(),
+                v_[static_cast<std::size_t>(li)].data());
+    else
+      attention(li, n, k16_[static_cast<std::size_t>(li)].data(),
+                v16_[static_cast<std::size_t>(li)].data());
 
     detail::matmul(*pool_, L.o, att_.data(), xn_.data(), n);
     for (std::int64_t t = 0; t < n; ++t) {
@@ -249,7 +318,7 @@ class gemma3_forward {
     detail::matmul(*pool_, L.up, xn_.data(), u_.data(), n);
     for (std::int64_t i = 0; i < n * ff; ++i)
       g_[static_cast<std::size_t>(i)] =
-          detail::gelu_tanh(g_[static_cast<std::size_t>(i)]) * u_[static_cast<std::size_t>(i)];
+          gelu_of(g_[static_cast<std::size_t>(i)]) * u_[static_cast<std::size_t>(i)];
     detail::matmul(*pool_, L.down, g_.data(), xn_.data(), n);
     for (std::int64_t t = 0; t < n; ++t) {
       float* x = x_.data() + t * h;
@@ -265,6 +334,7 @@ class gemma3_forward {
   std::size_t page_floats_ = 0;
   // [num_pages, page_tokens, n_kv_heads, head_dim] per layer
   std::vector<std::vector<float>> k_, v_;
+  std::vector<std::vector<std::uint16_t>> k16_, v16_;
   std::vector<batch_row> rows_;
   std::vector<std::int32_t> tok_, pos_, row_of_;
   std::vector<std::int64_t> out_tok_;

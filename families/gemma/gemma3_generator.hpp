@@ -14,8 +14,9 @@ namespace tf::families::gemma {
 /// One stream: feed prompt chunks or single tokens, read the last token's logits.
 class generator {
  public:
-  generator(gemma3_weights w, std::int32_t context, int threads = 1, std::int32_t page_tokens = 256)
-      : fwd_(std::move(w), shape(context, page_tokens), threads), context_(context) {
+  generator(gemma3_weights w, std::int32_t context, int threads = 1, std::int32_t page_tokens = 256,
+            kv_dtype dtype = kv_dtype::f32)
+      : fwd_(std::move(w), shape(context, page_tokens, dtype), threads), context_(context) {
     pages_.resize(static_cast<std::size_t>(fwd_.kv().num_pages));
     std::iota(pages_.begin(), pages_.end(), 0);
     logits_.resize(static_cast<std::size_t>(fwd_.vocab_size()));
@@ -40,11 +41,11 @@ class generator {
   gemma3_forward& forward() { return fwd_; }
 
  private:
-  static kv_shape shape(std::int32_t context, std::int32_t page_tokens) {
+  static kv_shape shape(std::int32_t context, std::int32_t page_tokens, kv_dtype dtype) {
     if (context <= 0 || page_tokens <= 0)
       throw error("tf: gemma3 generator needs context > 0 and page_tokens > 0, got {} and {}",
                   context, page_tokens);
-    return {(context + page_tokens - 1) / page_tokens, page_tokens};
+    return {(context + page_tokens - 1) / page_tokens, page_tokens, dtype};
   }
 
   void run(std::span<std::int32_t const> tokens, bool all) {

@@ -1,9 +1,10 @@
 #pragma once
-/// Scalar CPU ops of the Gemma forward (matmul over any GGUF row type, RMSNorm, NeoX RoPE, GeGLU,
-/// causal attention over paged KV). Each output element is summed in one fixed order, so results
-/// do not depend on the batch or the thread count.
-#include <families/gemma/detail/thread_pool.hpp>
+/// CPU ops of the Gemma forward: the shared quantized matmul, and scalar RMSNorm, NeoX RoPE and
+/// GeGLU. Each output element is summed in one fixed order, so results do not depend on the batch
+/// or the thread count.
 #include <kernels/cpu/dequant.hpp>
+#include <kernels/cpu/matmul.hpp>
+#include <kernels/cpu/thread_pool.hpp>
 #include <tf/model/tensor_type.hpp>
 
 #include <cmath>
@@ -36,18 +37,20 @@ inline float dot_f32(float const* a, float const* b, std::int64_t n) {
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
+using kernels::cpu::thread_pool;
+
 /// y[t, r] = sum_c W[r, c] * x[t, c] for t < n_tok; x is [n_tok, cols], y is [n_tok, rows].
 inline void matmul(thread_pool& pool, matrix const& w, float const* x, float* y,
                    std::int64_t n_tok) {
-  pool.run(w.rows, [&](std::int64_t r0, std::int64_t r1) {
-    thread_local std::vector<float> buf;
-    buf.resize(static_cast<std::size_t>(w.cols));
-    for (std::int64_t r = r0; r < r1; ++r) {
-      kernels::cpu::dequantize_row(w.type, w.row(r), buf.data(), w.cols);
-      for (std::int64_t t = 0; t < n_tok; ++t)
-        y[t * w.rows + r] = dot_f32(buf.data(), x + t * w.cols, w.cols);
-    }
-  });
+  kernels::cpu::matmul_params p;
+  p.w_type = w.type;
+  p.w = w.data;
+  p.x = x;
+  p.y = y;
+  p.n = w.rows;
+  p.k = w.cols;
+  p.b = n_tok;
+  kernels::cpu::matmul(p, pool);
 }
 
 /// out = x * rsqrt(mean(x^2) + eps) * w over n elements (w already holds any +1 shift).

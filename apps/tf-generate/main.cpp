@@ -1,0 +1,163 @@
+// tf-generate: streams a Gemma 3 continuation of a prompt on the CPU and prints prompt and
+// decode tokens/s. With no MODEL it uses the default model.
+#include <families/gemma/gemma3_generator.hpp>
+#include <families/gemma/gemma3_load.hpp>
+#include <tf/error.hpp>
+#include <tf/model/default_model.hpp>
+#include <tf/model/model_file.hpp>
+#include <tf/sample/sampler.hpp>
+#include <tf/tokenizer/from_gguf.hpp>
+#include <tf/tokenizer/stream_decoder.hpp>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+// The Gemma 3 chat format for one user turn (a system text becomes the turn's prefix).
+std::string gemma_chat(std::string const& user, std::string const& system) {
+  auto trim = [](std::string s) {
+    auto b = s.find_first_not_of(" \t\r\n");
+    auto e = s.find_last_not_of(" \t\r\n");
+    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  };
+  std::string text = system.empty() ? user : system + "\n\n" + user;
+  return "<start_of_turn>user\n" + trim(text) + "<end_of_turn>\n<start_of_turn>model\n";
+}
+
+std::vector<std::int32_t> parse_ids(std::string const& s) {
+  std::vector<std::int32_t> ids;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      std::size_t used = 0;
+      long v = std::stol(item, &used);
+      if (used != item.size()) throw std::invalid_argument(item);
+      ids.push_back(static_cast<std::int32_t>(v));
+    } catch (std::exception const&) {
+      throw tf::error("tf-generate: --tokens wants comma-separated ids, got '{}'", item);
+    }
+  }
+  return ids;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tf-generate: a Gemma 3 continuation of a prompt, streamed, on the CPU"};
+  std::optional<std::string> model_path;
+  std::string prompt, system, tokens_arg;
+  int n_predict = 64, threads = 1, context = 0;
+  bool chat = false, ignore_eos = false, quiet = false;
+  tf::sample::sampling_params sp;
+  sp.repetition_penalty = 1.0f;
+  app.add_option("MODEL", model_path, "GGUF file or HF folder (default: the default model)");
+  app.add_option("-p,--prompt", prompt, "prompt text");
+  app.add_option("--tokens", tokens_arg, "prompt as comma-separated token ids (no tokenizer)");
+  app.add_option("-n,--n-predict", n_predict, "tokens to generate")->check(CLI::Range(0, 1 << 20));
+  app.add_flag("--chat", chat, "wrap the prompt in the Gemma 3 chat format");
+  app.add_option("--system", system, "system text for --chat");
+  app.add_option("--temp", sp.temperature, "temperature (0: greedy)");
+  app.add_option("--top-k", sp.top_k, "top-k (0: off)");
+  app.add_option("--top-p", sp.top_p, "top-p (1: off)");
+  app.add_option("--min-p", sp.min_p, "min-p (0: off)");
+  app.add_option("--seed", sp.seed, "sampling seed");
+  app.add_option("--repeat-penalty", sp.repetition_penalty, "repetition penalty (1: off)");
+  app.add_option("--threads,-t", threads, "CPU threads")->check(CLI::Range(1, 1024));
+  app.add_option("--context", context, "context size (default: prompt + n, at least 256)");
+  app.add_flag("--ignore-eos", ignore_eos, "keep generating past end-of-generation tokens");
+  app.add_flag("-q,--quiet", quiet, "print only the statistics line");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    auto path = tf::model::resolve_model_path(model_path);
+    auto file = tf::model::model_file::open(path);
+    auto weights = tf::families::gemma::load_weights(file);
+
+    std::optional<tf::tokenizer::tokenizer> tok;
+    if (file.gguf()) tok.emplace(tf::tokenizer::load_tokenizer(*file.gguf()));
+    std::vector<std::int32_t> ids;
+    if (!tokens_arg.empty()) {
+      ids = parse_ids(tokens_arg);
+    } else {
+      if (!tok)
+        throw tf::error("tf-generate: {} has no GGUF tokenizer; pass --tokens", path.string());
+      std::string text = chat ? gemma_chat(prompt, system) : prompt;
+      ids = tok->encode(text, true, chat);
+    }
+    if (ids.empty()) throw tf::error("tf-generate: the prompt is empty (give -p or --tokens)");
+
+    int ctx = context > 0 ? context : std::max(256, static_cast<int>(ids.size()) + n_predict);
+    ctx = std::min(ctx, weights.hp.context_length);
+    if (static_cast<int>(ids.size()) + n_predict > ctx)
+      throw tf::error("tf-generate: {} prompt tokens + {} to generate pass the context of {}",
+                      ids.size(), n_predict, ctx);
+    tf::families::gemma::generator gen(std::move(weights), ctx, threads);
+    tf::sample::sampler sampler(sp);
+
+    std::optional<tf::tokenizer::stream_decoder> dec;
+    if (tok) dec.emplace(*tok);
+    if (!quiet) {
+      if (tok)
+        std::fputs(tok->decode(ids).c_str(), stdout);
+      else
+        for (auto id : ids) fmt::print("{} ", id);
+      std::fflush(stdout);
+    }
+
+    auto t0 = std::chrono::steady_clock::now();
+    auto logits = gen.feed(ids);
+    double const prompt_s = seconds_since(t0);
+
+    std::vector<std::int32_t> history(ids);
+    int generated = 0;
+    auto t1 = std::chrono::steady_clock::now();
+    for (; generated < n_predict; ++generated) {
+      std::size_t const from = history.size() > 64 ? history.size() - 64 : 0;
+      auto r = sampler.sample(logits, std::span(history).subspan(from));
+      history.push_back(r.token);
+      if (!quiet) {
+        if (dec)
+          std::fputs(dec->feed(r.token).c_str(), stdout);
+        else
+          fmt::print("{} ", r.token);
+        std::fflush(stdout);
+      }
+      if (!ignore_eos && tok && tok->is_eog(r.token)) {
+        ++generated;
+        break;
+      }
+      if (generated + 1 < n_predict) logits = gen.feed({&r.token, 1});
+    }
+    double const decode_s = seconds_since(t1);
+    if (!quiet) {
+      if (dec) std::fputs(dec->flush().c_str(), stdout);
+      std::fputs("\n", stdout);
+      std::fflush(stdout);
+    }
+    // Decode time covers generated - 1 forwards (the first token comes from the prompt's logits).
+    int const decode_forwards = std::max(0, generated - 1);
+    fmt::print(stderr,
+               "tf-generate: prompt {} tokens in {:.3f} s ({:.2f} tok/s); decode {} tokens in "
+               "{:.3f} s ({:.2f} tok/s); threads {}\n",
+               ids.size(), prompt_s, static_cast<double>(ids.size()) / prompt_s, decode_forwards,
+               decode_s, decode_forwards > 0 ? decode_forwards / decode_s : 0.0, threads);
+  } catch (std::exception const& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,179 @@
+// Gemma 3 on the default model (270M Q4_K_M) against llama.cpp's greedy continuations
+// (fixtures/gemma/llama_goldens.json, made by fixtures/scripts/make_llama_goldens.py), plus
+// bit-identity across thread counts and batch sizes. Skips when the model file is absent.
+#include <families/gemma/gemma3_generator.hpp>
+#include <families/gemma/gemma3_load.hpp>
+#include <tf/model/default_model.hpp>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace gemma = tf::families::gemma;
+
+namespace {
+
+struct golden {
+  std::string kind;
+  std::vector<std::int32_t> prompt, continuation;
+};
+
+std::vector<golden> load_goldens() {
+  std::ifstream in(std::string(TF_FIXTURES_DIR) + "/gemma/llama_goldens.json");
+  REQUIRE(in.good());
+  auto j = nlohmann::json::parse(in);
+  std::vector<golden> out;
+  for (auto const& p : j.at("prompts"))
+    out.push_back({p.at("kind").get<std::string>(), p.at("prompt").get<std::vector<std::int32_t>>(),
+                   p.at("continuation").get<std::vector<std::int32_t>>()});
+  return out;
+}
+
+// The default model, or nothing (with a message) when it is not on this machine.
+tf::model::model_file const* default_model() {
+  static std::unique_ptr<tf::model::model_file> file =
+      []() -> std::unique_ptr<tf::model::model_file> {
+    try {
+      auto path = tf::model::resolve_model_path(std::nullopt);
+      if (!std::filesystem::exists(path)) throw tf::error("no file at {}", path.string());
+      return std::make_unique<tf::model::model_file>(tf::model::model_file::open(path));
+    } catch (std::exception const& e) {
+      std::printf("SKIP: the default model (Gemma 3 270M Q4_K_M) is absent: %s\n", e.what());
+      return nullptr;
+    }
+  }();
+  return file.get();
+}
+
+std::int32_t argmax(std::span<float const> l) {
+  return static_cast<std::int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+}
+
+}  // namespace
+
+TEST_CASE(
+    "teacher-forced on llama.cpp's greedy continuations: top-1 >= 98.5%, misses are near-ties") {
+  auto const* file = default_model();
+  if (!file) {
+    SUCCEED("default model absent: skipped");
+    return;
+  }
+  auto goldens = load_goldens();
+  REQUIRE(goldens.size() >= 8);
+  // f16 KV as llama.cpp keeps it, so both round q, K, V and the probabilities alike.
+  gemma::generator gen(gemma::load_weights(*file), 256, 2, 256, gemma::kv_dtype::f16);
+  auto const V = static_cast<std::size_t>(gen.forward().vocab_size());
+  int agree = 0, total = 0, exact = 0;
+  for (auto const& g : goldens) {
+    std::vector<std::int32_t> seq(g.prompt);
+    seq.insert(seq.end(), g.continuation.begin(), g.continuation.end() - 1);
+    gen.reset();
+    auto all = gen.feed_all(seq);
+    bool same = true;
+    for (std::size_t i = 0; i < g.continuation.size(); ++i) {
+      auto row = all.subspan((g.prompt.size() - 1 + i) * V, V);
+      auto best = argmax(row);
+      bool ok = best == g.continuation[i];
+      if (!ok) {
+        // A miss must be a near-tie in tf's own logits (quantized activations round differently).
+        float const gap =
+            row[static_cast<std::size_t>(best)] - row[static_cast<std::size_t>(g.continuation[i])];
+        CHECK(gap <= 1.0f);
+        std::printf("  differs at %s prompt position %zu: tf %d (%.4f), llama.cpp %d (%.4f)\n",
+                    g.kind.c_str(), g.prompt.size() + i, best, row[static_cast<std::size_t>(best)],
+                    g.continuation[i], row[static_cast<std::size_t>(g.continuation[i])]);
+      }
+      agree += ok;
+      same = same && ok;
+      ++total;
+    }
+    exact += same;
+  }
+  std::printf(
+      "llama.cpp goldens: top-1 agrees at %d/%d positions; %d/%zu continuations match "
+      "exactly\n",
+      agree, total, exact, goldens.size());
+  // The target is 99%; this checks 98.5% (see bench/RESULTS.md for the measured figure).
+  CHECK(agree * 1000 >= total * 985);
+}
+
+TEST_CASE("default model: threads 1 vs 2 and batch 1 vs 8 give bit-identical logits") {
+  auto const* file = default_model();
+  if (!file) {
+    SUCCEED("default model absent: skipped");
+    return;
+  }
+  auto goldens = load_goldens();
+  auto w = gemma::load_weights(*file);
+  auto const V = static_cast<std::size_t>(w.hp.vocab_size);
+  std::int32_t const pt = 16;
+  std::size_t const n = 8;
+  // Alone, one thread: each prompt's last logits.
+  std::vector<std::vector<float>> solo;
+  {
+    gemma::gemma3_forward fwd(w, {8, pt}, 1);
+    std::vector<std::int32_t> table{0, 1, 2, 3, 4, 5, 6, 7};
+    for (std::size_t i = 0; i < n; ++i) {
+      gemma::batch_row row{goldens[i].prompt, 0, table};
+      std::vector<float> out(V);
+      fwd.forward({&row, 1}, out.data());
+      solo.push_back(out);
+    }
+  }
+  // Two threads, alone.
+  {
+    gemma::gemma3_forward fwd(w, {8, pt}, 2);
+    std::vector<std::int32_t> table{7, 6, 5, 4, 3, 2, 1, 0};
+    for (std::size_t i = 0; i < n; ++i) {
+      gemma::batch_row row{goldens[i].prompt, 0, table};
+      std::vector<float> out(V);
+      fwd.forward({&row, 1}, out.data());
+      INFO("prompt " << i << ", 2 threads vs 1");
+      CHECK(std::equal(out.begin(), out.end(), solo[i].begin()));
+    }
+  }
+  // Eight streams in one forward, two threads.
+  gemma::gemma3_forward fwd(w, {static_cast<std::int32_t>(4 * n), pt}, 2);
+  std::vector<std::vector<std::int32_t>> tables(n);
+  std::vector<gemma::batch_row> rows;
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t p = 0; p < 4; ++p) tables[i].push_back(static_cast<std::int32_t>(p * n + i));
+    rows.push_back({goldens[i].prompt, 0, tables[i]});
+  }
+  std::vector<float> out(n * V);
+  fwd.forward(rows, out.data());
+  for (std::size_t i = 0; i < n; ++i) {
+    INFO("prompt " << i << ", batch of 8 vs alone");
+    CHECK(std::equal(out.begin() + static_cast<std::ptrdiff_t>(i * V),
+                     out.begin() + static_cast<std::ptrdiff_t>((i + 1) * V), solo[i].begin()));
+  }
+  // Then one decode token per stream, batched, against the same token fed alone.
+  std::vector<std::int32_t> next(n);
+  std::vector<gemma::batch_row> step;
+  for (std::size_t i = 0; i < n; ++i) {
+    next[i] = argmax(std::span<float const>(solo[i]));
+    step.push_back(
+        {std::span(&next[i], 1), static_cast<std::int32_t>(goldens[i].prompt.size()), tables[i]});
+  }
+  std::vector<float> dec(n * V);
+  fwd.forward(step, dec.data());
+  gemma::gemma3_forward alone(w, {8, pt}, 1);
+  std::vector<std::int32_t> table{0, 1, 2, 3, 4, 5, 6, 7};
+  for (std::size_t i = 0; i < n; ++i) {
+    gemma::batch_row p{goldens[i].prompt, 0, table};
+    std::vector<float> tmp(V);
+    alone.forward({&p, 1}, tmp.data());
+    gemma::batch_row d{std::span(&next[i], 1), static_cast<std::int32_t>(goldens[i].prompt.size()),
+                       table};
+    alone.forward({&d, 1}, tmp.data());
+    INFO("prompt " << i << ", batched decode step vs alone");
+    CHECK(std::equal(tmp.begin(), tmp.end(), dec.begin() + static_cast<std::ptrdiff_t>(i * V)));
+  }
+}
