@@ -127,28 +127,17 @@ static_assert(detail::matches<block_q8_k>(tf::model::tensor_type::q8_k));
 static_assert(tf::model::traits_of(tf::model::tensor_type::q4_k).block_elems == qk256);
 static_assert(tf::model::traits_of(tf::model::tensor_type::q4_0).block_elems == qk32);
 
-/// IEEE binary16 bits -> f32, exact (subnormals, infinities; NaN payloads kept).
+/// IEEE binary16 bits -> f32, exact (subnormals, infinities; NaN stays NaN). Branch-free: the
+/// exponent is rebased by one multiply, and subnormal halves come from a biased subtraction.
 constexpr float fp16_to_fp32(std::uint16_t h) {
-  std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  std::uint32_t exp = (h >> 10) & 0x1fu;
-  std::uint32_t mant = h & 0x3ffu;
-  std::uint32_t bits = 0;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112u) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {
-    // Subnormal half: normalise the mantissa into an f32 normal.
-    int e = -1;
-    do {
-      ++e;
-      mant <<= 1;
-    } while ((mant & 0x400u) == 0);
-    bits = sign | ((112u - static_cast<std::uint32_t>(e)) << 23) | ((mant & 0x3ffu) << 13);
-  }
-  return std::bit_cast<float>(bits);
+  const std::uint32_t w = static_cast<std::uint32_t>(h) << 16;
+  const std::uint32_t sign = w & 0x80000000u;
+  const std::uint32_t two_w = w + w;  // exponent and mantissa, sign shifted out
+  const float normal = std::bit_cast<float>((two_w >> 4) + (0xe0u << 23)) * 0x1.0p-112f;
+  const float subnormal = std::bit_cast<float>((two_w >> 17) | (126u << 23)) - 0.5f;
+  const std::uint32_t bits = two_w < (1u << 27) ? std::bit_cast<std::uint32_t>(subnormal)
+                                                : std::bit_cast<std::uint32_t>(normal);
+  return std::bit_cast<float>(sign | bits);
 }
 
 /// f32 -> IEEE binary16 bits, round to nearest even (overflow to infinity, NaN stays NaN).
