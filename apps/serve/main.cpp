@@ -2,6 +2,7 @@
 // MODEL it serves the default model. Every token goes through the lane host's rounds.
 #include <families/gemma/gemma3_load.hpp>
 #include <tf/error.hpp>
+#include <tf/memory/budget.hpp>
 #include <tf/model/default_model.hpp>
 #include <tf/model/model_file.hpp>
 #include <tf/serve/gemma_backend.hpp>
@@ -14,6 +15,7 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 namespace {
@@ -32,8 +34,9 @@ int main(int argc, char** argv) {
   std::string model_path, parallel_s = "4", backend = "cpu", host = "127.0.0.1", api_key;
   std::size_t context = 8192, threads = std::max(1u, std::thread::hardware_concurrency()),
               max_queue = 64, max_body = 4u << 20;
+  std::uint32_t max_auto_streams = 8;
   int port = 8080, read_timeout = 10;
-  double prompt_cache_gib = 0;
+  double prompt_cache_gib = 1.0;
   bool no_update_check = false, toy = false;
   app.add_option("model", model_path,
                  "GGUF file or Hugging Face folder (default: the default model)");
@@ -43,8 +46,10 @@ int main(int argc, char** argv) {
   app.add_option("--host", host, "address to bind (default loopback only)");
   app.add_option("--port", port, "port (0: any free port)");
   app.add_option("--threads", threads, "CPU threads for the forward");
-  app.add_option("--prompt-cache-gib", prompt_cache_gib, "kept-prompt budget in GiB");
+  app.add_option("--prompt-cache-gib", prompt_cache_gib,
+                 "kept-prompt budget in GiB (at most what the streams leave)");
   app.add_option("--api-key", api_key, "require Authorization: Bearer KEY on /v1 (or TF_API_KEY)");
+  app.add_option("--max-auto-streams", max_auto_streams, "the most streams --parallel auto serves");
   app.add_option("--max-queue", max_queue, "requests that may wait for admission");
   app.add_option("--max-body-bytes", max_body, "request bodies above this get 413");
   app.add_option("--read-timeout", read_timeout, "seconds to read a request's headers and body");
@@ -58,24 +63,29 @@ int main(int argc, char** argv) {
           "use --backend cpu or rebuild with -DTF_CUDA=ON");
     if (api_key.empty())
       if (char const* k = std::getenv("TF_API_KEY")) api_key = k;
-    std::size_t parallel = 0;
-    if (parallel_s == "auto") {
-      parallel = 4;  // the CPU forward keeps f32 KV; four streams is the CPU default
-    } else {
+    std::optional<std::uint32_t> fixed_parallel;  // nullopt: --parallel auto
+    if (parallel_s != "auto") {
       try {
-        parallel = std::stoul(parallel_s);
+        std::size_t used = 0;
+        auto const v = std::stoul(parallel_s, &used);
+        if (used != parallel_s.size() || v > 4096) throw std::invalid_argument("range");
+        fixed_parallel = static_cast<std::uint32_t>(v);
       } catch (std::exception const&) {
-        throw tf::error("tf: --parallel wants N or auto, got '{}'", parallel_s);
+        throw tf::error("tf: --parallel wants N (1..4096) or auto, got '{}'", parallel_s);
       }
-      if (parallel == 0) throw tf::error("tf: --parallel must be >= 1");
+      if (*fixed_parallel == 0) throw tf::error("tf: --parallel must be >= 1");
     }
+    if (context == 0) throw tf::error("tf: --context must be >= 1");
+    if (!(prompt_cache_gib >= 0) || prompt_cache_gib > 1e6)
+      throw tf::error("tf: --prompt-cache-gib wants a GiB count >= 0, got {}", prompt_cache_gib);
+    std::size_t const parallel_guess = fixed_parallel.value_or(max_auto_streams);
     tf::serve::http_config hc;
     hc.host = host;
     hc.port = port;
     hc.api_key = api_key;
     hc.max_body_bytes = max_body;
     hc.read_timeout_s = read_timeout;
-    hc.max_connections = std::max<std::size_t>(64, 2 * (parallel + max_queue));
+    hc.max_connections = std::max<std::size_t>(64, 2 * (parallel_guess + max_queue));
     tf::serve::api_server server(hc);
     int bound = server.bind();
     g_server = &server;
@@ -83,14 +93,52 @@ int main(int argc, char** argv) {
     std::signal(SIGTERM, on_signal);
     std::signal(SIGPIPE, SIG_IGN);
     std::thread http([&] { server.listen(); });
+    // A start that fails (budget, load) still stops the listener before unwinding.
+    struct listener_guard {
+      tf::serve::api_server& s;
+      std::thread& t;
+      ~listener_guard() {
+        if (!t.joinable()) return;
+        // httplib's stop is a no-op until listen runs, so wait for it first.
+        for (int i = 0; i < 2000 && !s.http().is_running(); ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        s.stop();
+        t.join();
+      }
+    } guard{server, http};
     fmt::print(stderr, "tf: listening on http://{}:{} (loading)\n", host, bound);
 
-    tf::serve::host_config cfg{parallel, context, max_queue, 256};
     std::size_t const page_tokens = 256;
-    std::size_t const pages = parallel * ((context + page_tokens - 1) / page_tokens);
+    // One reading sizes the start: weights, streams, window, KV pages and kept prompts.
+    auto size_start = [&](std::uint64_t model_bytes, std::uint64_t kv_bytes_per_token) {
+      tf::memory::budget_options o;
+      o.model_bytes = model_bytes;
+      o.window_tokens = context;
+      o.parallel = fixed_parallel;
+      o.max_auto_streams = max_auto_streams;
+      o.kv_bytes_per_token = kv_bytes_per_token;
+      o.page_tokens = static_cast<std::uint32_t>(page_tokens);
+      o.prompt_cache_bytes =
+          static_cast<std::uint64_t>(prompt_cache_gib * static_cast<double>(tf::memory::gib));
+      o.device_label = fmt::format("CPU ({} threads)", threads);
+      auto b = tf::memory::start_budget(tf::memory::memory_kind::host,
+                                        tf::memory::system_proc_reader(), {}, o);
+      for (auto const& line : b.lines) fmt::print(stderr, "{}\n", line);
+      return b;
+    };
+    // KV storage is what the streams' windows need plus the kept-prompt budget, never more.
+    auto pool_pages = [&](tf::memory::budget const& b) {
+      auto const store = b.page_bytes == 0 ? 0 : b.prompt_cache_budget_bytes / b.page_bytes;
+      return static_cast<std::size_t>(b.kv_pages + store);
+    };
     std::shared_ptr<tf::serve::serving_backend> be;
     std::optional<tf::model::model_file> file;  // the weights point into its mapping: keep it open
+    std::size_t parallel = 0;
     if (toy) {
+      auto b = size_start(0, 64);
+      parallel = b.streams;
+      std::size_t const pages = pool_pages(b);
+      tf::serve::host_config cfg{parallel, context, max_queue, page_tokens};
       be = std::make_shared<tf::serve::lane_backend<tf::serve::toy_model, tf::serve::toy_family,
                                                     tf::serve::toy_codec>>(
           std::make_unique<tf::serve::toy_model>(pages, page_tokens), tf::serve::toy_codec{}, cfg);
@@ -113,18 +161,21 @@ int main(int argc, char** argv) {
       server.set_progress(0.6);
       auto tok = tf::tokenizer::load_tokenizer(*file->gguf());
       auto const& hp = weights.hp;
-      double per_stream_gib = 2.0 * hp.num_layers * hp.num_kv_heads * hp.head_dim * 4.0 *
-                              static_cast<double>(context) / (1u << 30);
-      fmt::print(stderr,
-                 "CPU ({} threads): model {}; {} streams at once, {:.2f} GiB each at a {}-token "
-                 "window; {} KV pages of {} tokens; prompt_cache_budget_bytes {}\n",
-                 threads, path.filename().string(), parallel, per_stream_gib, context, pages,
-                 page_tokens, static_cast<std::uint64_t>(prompt_cache_gib * (1u << 30)));
+      // The CPU forward keeps f32 K and V for every layer in its pages (sliding layers too).
+      std::uint64_t const kv_per_token = 2ull * static_cast<std::uint64_t>(hp.num_layers) *
+                                         static_cast<std::uint64_t>(hp.num_kv_heads) *
+                                         static_cast<std::uint64_t>(hp.head_dim) * sizeof(float);
+      auto b = size_start(std::filesystem::file_size(path), kv_per_token);
+      parallel = b.streams;
+      std::size_t const pages = pool_pages(b);
+      tf::serve::host_config cfg{parallel, context, max_queue, page_tokens};
+      std::string chat_template(
+          file->gguf()->get_string("tokenizer.chat_template").value_or(std::string_view{}));
       be = std::make_shared<tf::serve::lane_backend<
           tf::serve::gemma_model, tf::families::gemma::gemma3, tf::serve::gemma_codec>>(
           std::make_unique<tf::serve::gemma_model>(std::move(weights), pages, page_tokens,
                                                    static_cast<int>(threads)),
-          tf::serve::gemma_codec(std::move(tok), path.filename().string()), cfg);
+          tf::serve::gemma_codec(std::move(tok), path.filename().string(), chat_template), cfg);
     }
     server.set_backend(be);
     server.set_progress(1.0);

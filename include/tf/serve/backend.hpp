@@ -44,7 +44,11 @@ class lane_backend final : public serving_backend {
     return codec_.encode(text);
   }
   std::vector<std::int32_t> encode_chat(nlohmann::json const& messages) const override {
-    return codec_.encode(codec_.render_chat(messages));
+    // A codec that knows how its template marks BOS encodes the chat itself.
+    if constexpr (requires { codec_.encode_chat(messages); })
+      return codec_.encode_chat(messages);
+    else
+      return codec_.encode(codec_.render_chat(messages));
   }
   std::string piece(std::int32_t token) const override { return codec_.piece(token); }
   std::vector<std::int32_t> stop_tokens() const override { return codec_.stop_tokens(); }

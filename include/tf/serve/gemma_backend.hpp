@@ -4,6 +4,7 @@
 #include <families/gemma/gemma3.hpp>
 #include <families/gemma/gemma3_forward.hpp>
 #include <tf/serve/lane_host.hpp>
+#include <tf/tokenizer/chat_template.hpp>
 #include <tf/tokenizer/tokenizer.hpp>
 
 #include <nlohmann/json.hpp>
@@ -37,34 +38,33 @@ class gemma_model {
   std::vector<families::gemma::batch_row> rows_;
 };
 
-/// Text for Gemma 3: its tokenizer and chat turns.
+/// Text for Gemma 3: its tokenizer and the GGUF's chat template (the built-in Gemma 3 template
+/// when the file has none).
 class gemma_codec {
  public:
-  gemma_codec(tokenizer::tokenizer tok, std::string id)
-      : tok_(std::move(tok)), id_(std::move(id)) {}
+  gemma_codec(tokenizer::tokenizer tok, std::string id, std::string chat_template = {})
+      : tok_(std::move(tok)),
+        id_(std::move(id)),
+        template_(tokenizer::chat_template_or_fallback(chat_template)) {
+    auto const& v = tok_.vocab();
+    if (v.bos >= 0 && static_cast<std::size_t>(v.bos) < v.size()) bos_text_ = v.tokens[v.bos];
+    if (v.eos >= 0 && static_cast<std::size_t>(v.eos) < v.size()) eos_text_ = v.tokens[v.eos];
+  }
   std::vector<std::int32_t> encode(std::string const& text) const {
     return tok_.encode(text, true, true);
   }
   std::string piece(std::int32_t t) const { return tok_.token_to_piece(t); }
-  /// Gemma turns: system text joins the first user turn; assistant turns are "model".
+  /// The chat template's text for `messages`, with the generation prompt.
   std::string render_chat(nlohmann::json const& messages) const {
-    std::string out, system;
-    for (auto const& m : messages) {
-      auto role = m.at("role").get<std::string>();
-      auto content = m.at("content").get<std::string>();
-      if (role == "system" || role == "developer") {
-        system += (system.empty() ? "" : "\n\n") + content;
-        continue;
-      }
-      if (!system.empty() && role == "user") {
-        content = system + "\n\n" + content;
-        system.clear();
-      }
-      out += "<start_of_turn>" + std::string(role == "assistant" ? "model" : "user") + "\n" +
-             content + "<end_of_turn>\n";
-    }
-    if (!system.empty()) out += "<start_of_turn>user\n" + system + "<end_of_turn>\n";
-    return out + "<start_of_turn>model\n";
+    nlohmann::json opts = {
+        {"add_generation_prompt", true}, {"bos_token", bos_text_}, {"eos_token", eos_text_}};
+    return tokenizer::render_chat(template_, messages, opts);
+  }
+  /// The rendered chat as ids: control texts parsed, BOS added only if the template left it out.
+  std::vector<std::int32_t> encode_chat(nlohmann::json const& messages) const {
+    auto const text = render_chat(messages);
+    bool const has_bos = !bos_text_.empty() && text.starts_with(bos_text_);
+    return tok_.encode(text, !has_bos, true);
   }
   std::vector<std::int32_t> stop_tokens() const {
     std::vector<std::int32_t> s;
@@ -77,6 +77,7 @@ class gemma_codec {
  private:
   tokenizer::tokenizer tok_;
   std::string id_;
+  std::string template_, bos_text_, eos_text_;
 };
 
 }  // namespace tf::serve

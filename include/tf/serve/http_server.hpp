@@ -280,7 +280,14 @@ class api_server {
     j->created = static_cast<std::int64_t>(std::time(nullptr));
     j->id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", ++next_id_);
     generation_request g;
-    g.prompt = chat ? b->encode_chat(j->req.messages) : b->encode_text(j->req.prompt);
+    try {
+      g.prompt = chat ? b->encode_chat(j->req.messages) : b->encode_text(j->req.prompt);
+    } catch (error const& e) {
+      // The chat template raised (e.g. roles that do not alternate): the request's fault.
+      b->stats().rejected_bad_request++;
+      throw api_error(400, e.what(), "invalid_request_error", chat ? "messages" : "prompt",
+                      "invalid_value");
+    }
     g.max_tokens = j->req.max_tokens;
     g.sampling = j->req.sampling;
     g.stop_tokens = b->stop_tokens();
