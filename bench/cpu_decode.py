@@ -41,16 +41,18 @@ if tf_generate is None:
 reader = gguf.GGUFReader(args.model)
 weight_bytes = sum(int(t.n_bytes) for t in reader.tensors)
 
-# Bandwidth: bench/stream_bandwidth if built, else a numpy copy (labelled as such).
-bw_gbs, bw_src = None, None
-sb = next((p for p in [build / "bench" / "stream_bandwidth", build / "stream_bandwidth"]
+# Bandwidth per thread count: bench/stream_bandwidth (bash bench/build.sh) if built, else a numpy
+# copy (labelled as such).
+bw, bw_src = {}, None
+sb = next((p for p in [root / "build-bench" / "stream_bandwidth", build / "bench" / "stream_bandwidth"]
            if p.is_file()), None)
 if sb is not None:
-    out = subprocess.run([str(sb)], capture_output=True, text=True).stdout
-    m = re.search(r"([0-9.]+)\s*GB/s", out)
-    if m:
-        bw_gbs, bw_src = float(m.group(1)), "bench/stream_bandwidth"
-if bw_gbs is None:
+    out = subprocess.run([str(sb)] + [str(t) for t in args.threads], capture_output=True,
+                         text=True).stdout
+    for m in re.finditer(r"(\d+) threads?,.*?([0-9.]+) GB/s", out):
+        bw[int(m.group(1))] = float(m.group(2))
+    bw_src = "bench/stream_bandwidth, read-only sum, 1 GiB"
+if not bw:
     a = np.ones(64 << 20, dtype=np.float32)
     b = np.empty_like(a)
     best = 1e9
@@ -58,8 +60,9 @@ if bw_gbs is None:
         t0 = time.perf_counter()
         np.copyto(b, a)
         best = min(best, time.perf_counter() - t0)
-    bw_gbs, bw_src = 2 * a.nbytes / best / 1e9, "numpy copy (read+write), stream_bandwidth not built"
-limit_tps = bw_gbs * 1e9 / weight_bytes
+    bw = {t: 2 * a.nbytes / best / 1e9 for t in args.threads}
+    bw_src = "numpy copy (read+write); bench/stream_bandwidth not built"
+limit = {t: bw[t] * 1e9 / weight_bytes for t in args.threads}
 
 text = ("The history of the city begins with a small settlement on the river, where traders "
         "exchanged salt, grain and cloth. Over the centuries it grew into a busy port. ") * 8
@@ -109,7 +112,7 @@ for t in args.threads:
     lp, ld = run_llama(t)
     rows.append((t, tp, lp, td, ld))
     print(f"threads {t}: prefill tf {tp:.1f} llama.cpp {lp:.1f} tok/s; decode tf {td:.2f} "
-          f"llama.cpp {ld:.2f} tok/s; limit {limit_tps:.1f}", flush=True)
+          f"llama.cpp {ld:.2f} tok/s; limit {limit[t]:.1f}", flush=True)
 
 lines = [
     "<!-- cpu_decode:begin (written by bench/cpu_decode.py) -->",
@@ -117,17 +120,16 @@ lines = [
     "",
     f"Prompt {args.prompt_tokens} tokens, decode {args.decode_tokens} tokens (greedy), best of "
     f"{args.repeat}; llama.cpp = llama-cpp-python on the same file and thread count. "
-    f"Bandwidth {bw_gbs:.1f} GB/s ({bw_src}); a decode token reads {weight_bytes / 1e6:.1f} MB "
-    f"(all weights, the tied embedding once as the head), so the limit is "
-    f"{limit_tps:.1f} tok/s.",
+    f"Bandwidth from {bw_src}; a decode token reads {weight_bytes / 1e6:.1f} MB "
+    f"(all weights, the tied embedding once as the head); limit = GB/s / MB per token.",
     "",
     "| threads | prefill tf tok/s | prefill llama.cpp tok/s | tf / llama.cpp | decode tf tok/s "
-    "| decode llama.cpp tok/s | tf / llama.cpp | tf / bandwidth limit |",
-    "|---|---|---|---|---|---|---|---|",
+    "| decode llama.cpp tok/s | tf / llama.cpp | GB/s | limit tok/s | tf / limit |",
+    "|---|---|---|---|---|---|---|---|---|---|",
 ]
 for t, tp, lp, td, ld in rows:
     lines.append(f"| {t} | {tp:.1f} | {lp:.1f} | {tp / lp:.2f}x | {td:.2f} | {ld:.2f} | "
-                 f"{td / ld:.2f}x | {100 * td / limit_tps:.0f}% |")
+                 f"{td / ld:.2f}x | {bw[t]:.1f} | {limit[t]:.1f} | {100 * td / limit[t]:.0f}% |")
 lines.append("<!-- cpu_decode:end -->")
 block = "\n".join(lines)
 print(block)

@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   std::optional<std::string> model_path;
   std::string prompt, system, tokens_arg;
   int n_predict = 64, threads = 1, context = 0;
-  bool chat = false, ignore_eos = false, quiet = false;
+  bool chat = false, ignore_eos = false, quiet = false, kv_f16 = false;
   tf::sample::sampling_params sp;
   sp.repetition_penalty = 1.0f;
   app.add_option("MODEL", model_path, "GGUF file or HF folder (default: the default model)");
@@ -80,6 +80,7 @@ int main(int argc, char** argv) {
   app.add_option("--context", context, "context size (default: prompt + n, at least 256)");
   app.add_flag("--ignore-eos", ignore_eos, "keep generating past end-of-generation tokens");
   app.add_flag("-q,--quiet", quiet, "print only the statistics line");
+  app.add_flag("--kv-f16", kv_f16, "f16 KV cache (half the memory; ggml-style rounding)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -105,7 +106,9 @@ int main(int argc, char** argv) {
     if (static_cast<int>(ids.size()) + n_predict > ctx)
       throw tf::error("tf-generate: {} prompt tokens + {} to generate pass the context of {}",
                       ids.size(), n_predict, ctx);
-    tf::families::gemma::generator gen(std::move(weights), ctx, threads);
+    tf::families::gemma::generator gen(
+        std::move(weights), ctx, threads, 256,
+        kv_f16 ? tf::families::gemma::kv_dtype::f16 : tf::families::gemma::kv_dtype::f32);
     tf::sample::sampler sampler(sp);
 
     std::optional<tf::tokenizer::stream_decoder> dec;
