@@ -41,8 +41,10 @@ struct log_lines {
   }
 };
 
-tf::serve::lane_config lanes(std::size_t running, std::size_t queue, log_lines& log, int rank = 0) {
-  return {.max_running = running, .max_queue = queue, .rank = rank, .log = log.sink()};
+tf::serve::lane_config lanes(std::size_t running, std::size_t queue, log_lines& log, int rank = 0,
+                             int ranks = 1) {
+  return {
+      .max_running = running, .max_queue = queue, .rank = rank, .ranks = ranks, .log = log.sink()};
 }
 
 /// Stops the lane host and requires its census to balance and be printed.
@@ -141,6 +143,7 @@ TEST_CASE("the queue is bounded; a full queue rejects with a reason") {
   REQUIRE(again.size() == 1);
   CHECK(again[0].id == 3);  // a requeued request goes back to the head of the queue
   CHECK_THROWS_AS(lane.on_tokens(77, 1), tf::error);
+  CHECK(lane.take_decisions().empty());  // one rank: nobody to replay, nothing is logged
   require_stop_census(lane, log);
 }
 
@@ -226,12 +229,13 @@ TEST_CASE("property: promised never exceeds the ledger's room; free + store == t
 TEST_CASE("two ranks: rank 1 replays rank 0's decisions and ends with the same census") {
   log_lines log0, log1;
   tf::kv::pool_config shape{.page_tokens = 16, .total_pages = 24};
-  tf::serve::lane_admission<gemma> rank0(shape, lanes(4, 4, log0, 0));
-  tf::serve::lane_admission<gemma> rank1(shape, lanes(4, 4, log1, 1));
+  tf::serve::lane_admission<gemma> rank0(shape, lanes(4, 4, log0, 0, 2));
+  tf::serve::lane_admission<gemma> rank1(shape, lanes(4, 4, log1, 1, 2));
   CHECK(rank0.pool().counted());
   CHECK_FALSE(rank1.pool().counted());  // only rank 0's pool is counted
   CHECK_THROWS_AS(rank1.submit({1, prompt_of(4), 4}), tf::error);
   CHECK_THROWS_AS(rank0.replay({}), tf::error);
+  CHECK_THROWS_AS(tf::serve::lane_admission<gemma>(shape, lanes(4, 4, log1, 1, 1)), tf::error);
   std::mt19937 rng(11);
   auto below = [&](std::int64_t n) {
     return std::uniform_int_distribution<std::int64_t>(0, n - 1)(rng);
@@ -273,7 +277,7 @@ TEST_CASE("two ranks: rank 1 replays rank 0's decisions and ends with the same c
   CHECK(c0.store > 0);  // the walk kept prompts, so the census compares more than zeros
   // A rank that cannot replay a decision diverged: that throws.
   tf::serve::lane_admission<gemma> small({.page_tokens = 16, .total_pages = 2},
-                                         lanes(4, 4, log1, 1));
+                                         lanes(4, 4, log1, 1, 2));
   tf::serve::decision big{tf::serve::decision_kind::admit, 1, prompt_of(40), 20, false};
   CHECK_THROWS_AS(small.replay({&big, 1}), tf::error);
 }

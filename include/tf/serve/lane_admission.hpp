@@ -68,6 +68,7 @@ struct lane_config {
   std::size_t max_running = 1;   // lanes (streams at once)
   std::size_t max_queue = 0;     // requests that may wait; one more is rejected
   int rank = 0;                  // rank 0 admits; other ranks replay its decisions
+  int ranks = 1;                 // with more than one, rank 0 logs its decisions for the others
   std::int64_t lane_tokens = 0;  // families without per-request admission promise this per lane
   std::function<void(std::string_view)> log = {};  // default: stderr
 };
@@ -96,6 +97,8 @@ class lane_admission {
 
   lane_admission(pool_config pc, lane_config lc) : room_(ledger_), pool_(pc), cfg_(std::move(lc)) {
     if (cfg_.max_running == 0) throw error("tf::serve::lane_admission: max_running must be > 0");
+    if (cfg_.rank < 0 || cfg_.ranks < 1 || cfg_.rank >= cfg_.ranks)
+      throw error("tf::serve::lane_admission: rank {} of {} ranks", cfg_.rank, cfg_.ranks);
     if (!Family::per_request_admission && cfg_.lane_tokens <= 0)
       throw error("tf::serve::lane_admission: family '{}' admits whole lanes; lane_tokens is {}",
                   Family::name, cfg_.lane_tokens);
@@ -347,7 +350,7 @@ class lane_admission {
   }
 
   void record(decision d) {
-    if (cfg_.rank == 0) decisions_.push_back(std::move(d));
+    if (cfg_.rank == 0 && cfg_.ranks > 1) decisions_.push_back(std::move(d));
   }
 
   kv::ledger ledger_;
