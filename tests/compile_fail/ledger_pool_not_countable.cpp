@@ -13,4 +13,6 @@ struct uncountable {
 };
 }  // namespace broken
 
-int main() { return tf::families::builtin::with<broken::uncountable>::knows("uncountable") ? 0 : 1; }
+int main() {
+  return tf::families::builtin::with<broken::uncountable>::knows("uncountable") ? 0 : 1;
+}
