@@ -6,11 +6,13 @@
 #include <tf/model/default_model.hpp>
 #include <tf/model/model_file.hpp>
 #include <tf/sample/sampler.hpp>
+#include <tf/tokenizer/chat_template.hpp>
 #include <tf/tokenizer/from_gguf.hpp>
 #include <tf/tokenizer/stream_decoder.hpp>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -22,15 +24,23 @@
 
 namespace {
 
-// The Gemma 3 chat format for one user turn (a system text becomes the turn's prefix).
-std::string gemma_chat(std::string const& user, std::string const& system) {
-  auto trim = [](std::string s) {
-    auto b = s.find_first_not_of(" \t\r\n");
-    auto e = s.find_last_not_of(" \t\r\n");
-    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-  };
-  std::string text = system.empty() ? user : system + "\n\n" + user;
-  return "<start_of_turn>user\n" + trim(text) + "<end_of_turn>\n<start_of_turn>model\n";
+// The chat prompt for one user turn (and an optional system message), through the GGUF's chat
+// template or the built-in Gemma 3 one; returns ids with BOS added once.
+std::vector<std::int32_t> chat_ids(tf::tokenizer::tokenizer const& tok,
+                                   tf::model::gguf_file const& g, std::string const& user,
+                                   std::string const& system) {
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+  messages.push_back({{"role", "user"}, {"content", user}});
+  auto const& v = tok.vocab();
+  std::string bos = v.bos >= 0 && static_cast<std::size_t>(v.bos) < v.size() ? v.tokens[v.bos] : "";
+  std::string eos = v.eos >= 0 && static_cast<std::size_t>(v.eos) < v.size() ? v.tokens[v.eos] : "";
+  nlohmann::json opts = {{"add_generation_prompt", true}, {"bos_token", bos}, {"eos_token", eos}};
+  auto tmpl = tf::tokenizer::chat_template_or_fallback(
+      g.get_string("tokenizer.chat_template").value_or(""));
+  std::string text = tf::tokenizer::render_chat(tmpl, nlohmann::json(messages), opts);
+  bool const has_bos = !bos.empty() && text.starts_with(bos);
+  return tok.encode(text, !has_bos, true);
 }
 
 std::vector<std::int32_t> parse_ids(std::string const& s) {
@@ -96,8 +106,7 @@ int main(int argc, char** argv) {
     } else {
       if (!tok)
         throw tf::error("tf-generate: {} has no GGUF tokenizer; pass --tokens", path.string());
-      std::string text = chat ? gemma_chat(prompt, system) : prompt;
-      ids = tok->encode(text, true, chat);
+      ids = chat ? chat_ids(*tok, *file.gguf(), prompt, system) : tok->encode(prompt, true, false);
     }
     if (ids.empty()) throw tf::error("tf-generate: the prompt is empty (give -p or --tokens)");
 
