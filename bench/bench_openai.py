@@ -183,7 +183,8 @@ def main():
             rows += bench_server(
                 "llama-cpp-python server",
                 [sys.executable, "-m", "llama_cpp.server", "--model", args.model, "--n_ctx",
-                 str(args.context * args.parallel), "--n_threads", str(args.threads), "--chat_format", "gemma",
+                 str(args.context * args.parallel), "--n_threads", str(args.threads),
+                 "--chat_format", "gemma", "--interrupt_requests", "False",
                  "--host", "127.0.0.1", "--port", str(port)],
                 f"http://127.0.0.1:{port}",
                 args,
