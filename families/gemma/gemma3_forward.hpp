@@ -2,6 +2,7 @@
 /// The Gemma 3 forward pass on the CPU: one batched entry point over several streams, each with
 /// its own page table into per-layer paged KV storage. A row's logits do not depend on what else
 /// is in the batch or on the thread count.
+#include <families/common/forward_rows.hpp>
 #include <families/gemma/detail/cpu_ops.hpp>
 #include <families/gemma/gemma3_weights.hpp>
 #include <tf/error.hpp>
@@ -17,24 +18,9 @@
 
 namespace tf::families::gemma {
 
-/// One stream's share of a forward: a prompt chunk or one decode token at `start_pos`.
-struct batch_row {
-  std::span<std::int32_t const> tokens;
-  std::int32_t start_pos = 0;
-  std::span<std::int32_t const> page_table;  // page ids for positions 0, page_tokens, ...
-  bool all_logits = false;                   // logits for every token, not only the last
-};
-
-/// Element type of the KV storage: f32, or f16 (half the memory; q and the attention
-/// probabilities are rounded to f16 for the dot products, as llama.cpp's CPU path does).
-enum class kv_dtype { f32, f16 };
-
-/// Size of the KV storage: num_pages pages of page_tokens positions, for every layer.
-struct kv_shape {
-  std::int32_t num_pages = 0;
-  std::int32_t page_tokens = 0;
-  kv_dtype dtype = kv_dtype::f32;
-};
+using families::batch_row;
+using families::kv_dtype;
+using families::kv_shape;
 
 /// Gemma 3 forward over f32 paged KV storage.
 class gemma3_forward {

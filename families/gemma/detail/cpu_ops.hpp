@@ -1,84 +1,9 @@
 #pragma once
-/// CPU ops of the Gemma forward: the shared quantized matmul, and scalar RMSNorm, NeoX RoPE and
-/// GeGLU. Each output element is summed in one fixed order, so results do not depend on the batch
-/// or the thread count.
-#include <kernels/cpu/dequant.hpp>
-#include <kernels/cpu/matmul.hpp>
-#include <kernels/cpu/thread_pool.hpp>
-#include <tf/model/tensor_type.hpp>
-
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <vector>
+/// The shared CPU ops under the Gemma forward's detail namespace.
+#include <families/common/cpu_ops.hpp>
 
 namespace tf::families::gemma::detail {
 
-/// A weight matrix in file layout: `rows` rows of `cols` elements of `type`.
-struct matrix {
-  model::tensor_type type{};
-  std::int64_t rows = 0;  // output features
-  std::int64_t cols = 0;  // input features (the row length)
-  std::byte const* data = nullptr;
-  std::uint64_t row_bytes = 0;
-
-  std::byte const* row(std::int64_t r) const {
-    return data + static_cast<std::uint64_t>(r) * row_bytes;
-  }
-};
-
-/// Dot product of n floats in a fixed order (8 lanes, then a fixed pairwise fold).
-inline float dot_f32(float const* a, float const* b, std::int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  std::int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  for (int j = 0; i < n; ++i, ++j) acc[j] += a[i] * b[i];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
-
-using kernels::cpu::thread_pool;
-
-/// y[t, r] = sum_c W[r, c] * x[t, c] for t < n_tok; x is [n_tok, cols], y is [n_tok, rows].
-inline void matmul(thread_pool& pool, matrix const& w, float const* x, float* y,
-                   std::int64_t n_tok) {
-  kernels::cpu::matmul_params p;
-  p.w_type = w.type;
-  p.w = w.data;
-  p.x = x;
-  p.y = y;
-  p.n = w.rows;
-  p.k = w.cols;
-  p.b = n_tok;
-  kernels::cpu::matmul(p, pool);
-}
-
-/// out = x * rsqrt(mean(x^2) + eps) * w over n elements (w already holds any +1 shift).
-inline void rmsnorm(float const* x, float const* w, float* out, std::int64_t n, float eps) {
-  double ss = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
-  float const inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
-  for (std::int64_t i = 0; i < n; ++i) out[i] = (x[i] * inv) * w[i];
-}
-
-/// NeoX RoPE in place on one head of `dim` floats: pairs (i, i + dim/2).
-inline void rope_neox(float* x, std::int64_t dim, double pos, double theta) {
-  std::int64_t const half = dim / 2;
-  for (std::int64_t i = 0; i < half; ++i) {
-    double const inv_freq =
-        std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(dim));
-    double const a = pos * inv_freq;
-    float const c = static_cast<float>(std::cos(a)), s = static_cast<float>(std::sin(a));
-    float const x0 = x[i], x1 = x[i + half];
-    x[i] = x0 * c - x1 * s;
-    x[i + half] = x1 * c + x0 * s;
-  }
-}
-
-/// gelu with the tanh approximation (PyTorch's "gelu_pytorch_tanh").
-inline float gelu_tanh(float x) {
-  constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
-  return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
-}
+using namespace tf::families::cpu_ops;
 
 }  // namespace tf::families::gemma::detail
