@@ -1,11 +1,11 @@
 // serve: the OpenAI-compatible server. serve [MODEL] --parallel N|auto --context T; with no
 // MODEL it serves the default model. Every token goes through the lane host's rounds.
-#include <families/gemma/gemma3_load.hpp>
+#include <families/cpu_entries.hpp>
 #include <tf/error.hpp>
 #include <tf/memory/budget.hpp>
 #include <tf/model/default_model.hpp>
 #include <tf/model/model_file.hpp>
-#include <tf/serve/gemma_backend.hpp>
+#include <tf/serve/cpu_backend.hpp>
 #include <tf/serve/http_server.hpp>
 #include <tf/serve/toy_model.hpp>
 #include <tf/tokenizer/from_gguf.hpp>
@@ -154,28 +154,27 @@ int main(int argc, char** argv) {
       file.emplace(tf::model::model_file::open(path));
       if (!file->gguf())
         throw tf::error("tf: serve reads GGUF models for now; {} is not one", path.string());
-      auto arch = file->architecture();
-      if (arch != "gemma3")
-        throw tf::error("tf: serve has a forward for gemma3 only; {} is '{}'", path.string(), arch);
-      auto weights = tf::families::gemma::load_weights(*file);
-      server.set_progress(0.6);
+      auto const arch = file->architecture();
       auto tok = tf::tokenizer::load_tokenizer(*file->gguf());
-      auto const& hp = weights.hp;
-      // The CPU forward keeps f32 K and V for every layer in its pages (sliding layers too).
-      std::uint64_t const kv_per_token = 2ull * static_cast<std::uint64_t>(hp.num_layers) *
-                                         static_cast<std::uint64_t>(hp.num_kv_heads) *
-                                         static_cast<std::uint64_t>(hp.head_dim) * sizeof(float);
-      auto b = size_start(std::filesystem::file_size(path), kv_per_token);
-      parallel = b.streams;
-      std::size_t const pages = pool_pages(b);
-      tf::serve::host_config cfg{parallel, context, max_queue, page_tokens};
       std::string chat_template(
           file->gguf()->get_string("tokenizer.chat_template").value_or(std::string_view{}));
-      be = std::make_shared<tf::serve::lane_backend<
-          tf::serve::gemma_model, tf::families::gemma::gemma3, tf::serve::gemma_codec>>(
-          std::make_unique<tf::serve::gemma_model>(std::move(weights), pages, page_tokens,
-                                                   static_cast<int>(threads)),
-          tf::serve::gemma_codec(std::move(tok), path.filename().string(), chat_template), cfg);
+      tf::families::dispatch_cpu(arch, [&](auto entry_type) {
+        using entry = typename decltype(entry_type)::type;
+        auto b = size_start(std::filesystem::file_size(path),
+                            entry::kv_bytes_per_token(*file, tf::families::kv_dtype::f32));
+        parallel = b.streams;
+        std::size_t const pages = pool_pages(b);
+        tf::serve::host_config cfg{parallel, context, max_queue, page_tokens};
+        auto model = std::make_unique<tf::serve::forward_model<entry>>(*file, pages, page_tokens,
+                                                                       static_cast<int>(threads));
+        server.set_progress(0.6);
+        be = std::make_shared<tf::serve::lane_backend<
+            tf::serve::forward_model<entry>, typename entry::family, tf::serve::text_codec>>(
+            std::move(model),
+            tf::serve::text_codec(std::move(tok), path.filename().string(), chat_template), cfg);
+        fmt::print(stderr, "tf: {} forward on the CPU, {} KV pages of {} tokens\n", entry::name,
+                   pages, page_tokens);
+      });
     }
     server.set_backend(be);
     server.set_progress(1.0);

@@ -1,7 +1,8 @@
-// tf-generate: streams a Gemma 3 continuation of a prompt on the CPU and prints prompt and
-// decode tokens/s. With no MODEL it uses the default model.
-#include <families/gemma/gemma3_generator.hpp>
-#include <families/gemma/gemma3_load.hpp>
+// tf-generate: streams a continuation of a prompt on the CPU (any family in
+// families/cpu_entries.hpp) and prints prompt and decode tokens/s. With no MODEL it uses the
+// default model.
+#include <families/common/one_stream.hpp>
+#include <families/cpu_entries.hpp>
 #include <tf/error.hpp>
 #include <tf/model/default_model.hpp>
 #include <tf/model/model_file.hpp>
@@ -67,7 +68,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"tf-generate: a Gemma 3 continuation of a prompt, streamed, on the CPU"};
+  CLI::App app{"tf-generate: a continuation of a prompt, streamed, on the CPU"};
   std::optional<std::string> model_path;
   std::string prompt, system, tokens_arg;
   int n_predict = 64, threads = 1, context = 0;
@@ -78,7 +79,7 @@ int main(int argc, char** argv) {
   app.add_option("-p,--prompt", prompt, "prompt text");
   app.add_option("--tokens", tokens_arg, "prompt as comma-separated token ids (no tokenizer)");
   app.add_option("-n,--n-predict", n_predict, "tokens to generate")->check(CLI::Range(0, 1 << 20));
-  app.add_flag("--chat", chat, "wrap the prompt in the Gemma 3 chat format");
+  app.add_flag("--chat", chat, "wrap the prompt in the model's chat template");
   app.add_option("--system", system, "system text for --chat");
   app.add_option("--temp", sp.temperature, "temperature (0: greedy)");
   app.add_option("--top-k", sp.top_k, "top-k (0: off)");
@@ -96,10 +97,11 @@ int main(int argc, char** argv) {
   try {
     auto path = tf::model::resolve_model_path(model_path);
     auto file = tf::model::model_file::open(path);
-    auto weights = tf::families::gemma::load_weights(file);
 
     std::optional<tf::tokenizer::tokenizer> tok;
-    if (file.gguf()) tok.emplace(tf::tokenizer::load_tokenizer(*file.gguf()));
+    // A file without a tokenizer (test fixtures) still runs from --tokens.
+    if (file.gguf() && file.gguf()->get_string("tokenizer.ggml.model"))
+      tok.emplace(tf::tokenizer::load_tokenizer(*file.gguf()));
     std::vector<std::int32_t> ids;
     if (!tokens_arg.empty()) {
       ids = parse_ids(tokens_arg);
@@ -111,62 +113,70 @@ int main(int argc, char** argv) {
     if (ids.empty()) throw tf::error("tf-generate: the prompt is empty (give -p or --tokens)");
 
     int ctx = context > 0 ? context : std::max(256, static_cast<int>(ids.size()) + n_predict);
-    ctx = std::min(ctx, weights.hp.context_length);
+    auto const arch = file.architecture();
+    tf::families::dispatch_cpu(arch, [&](auto entry_type) {
+      using entry = typename decltype(entry_type)::type;
+      ctx = static_cast<int>(std::min<std::int64_t>(ctx, entry::context_length(file)));
+    });
     if (static_cast<int>(ids.size()) + n_predict > ctx)
       throw tf::error("tf-generate: {} prompt tokens + {} to generate pass the context of {}",
                       ids.size(), n_predict, ctx);
-    tf::families::gemma::generator gen(
-        std::move(weights), ctx, threads, 256,
-        kv_f16 ? tf::families::gemma::kv_dtype::f16 : tf::families::gemma::kv_dtype::f32);
-    tf::sample::sampler sampler(sp);
+    auto const kv = tf::families::one_stream_shape(
+        ctx, 256, kv_f16 ? tf::families::kv_dtype::f16 : tf::families::kv_dtype::f32);
+    tf::families::dispatch_cpu(arch, [&](auto entry_type) {
+      using entry = typename decltype(entry_type)::type;
+      tf::families::one_stream<typename entry::forward_type> gen(entry::make(file, kv, threads), kv,
+                                                                 ctx);
+      tf::sample::sampler sampler(sp);
 
-    std::optional<tf::tokenizer::stream_decoder> dec;
-    if (tok) dec.emplace(*tok);
-    if (!quiet) {
-      if (tok)
-        std::fputs(tok->decode(ids).c_str(), stdout);
-      else
-        for (auto id : ids) fmt::print("{} ", id);
-      std::fflush(stdout);
-    }
-
-    auto t0 = std::chrono::steady_clock::now();
-    auto logits = gen.feed(ids);
-    double const prompt_s = seconds_since(t0);
-
-    std::vector<std::int32_t> history(ids);
-    int generated = 0;
-    auto t1 = std::chrono::steady_clock::now();
-    for (; generated < n_predict; ++generated) {
-      std::size_t const from = history.size() > 64 ? history.size() - 64 : 0;
-      auto r = sampler.sample(logits, std::span(history).subspan(from));
-      history.push_back(r.token);
+      std::optional<tf::tokenizer::stream_decoder> dec;
+      if (tok) dec.emplace(*tok);
       if (!quiet) {
-        if (dec)
-          std::fputs(dec->feed(r.token).c_str(), stdout);
+        if (tok)
+          std::fputs(tok->decode(ids).c_str(), stdout);
         else
-          fmt::print("{} ", r.token);
+          for (auto id : ids) fmt::print("{} ", id);
         std::fflush(stdout);
       }
-      if (!ignore_eos && tok && tok->is_eog(r.token)) {
-        ++generated;
-        break;
+
+      auto t0 = std::chrono::steady_clock::now();
+      auto logits = gen.feed(ids);
+      double const prompt_s = seconds_since(t0);
+
+      std::vector<std::int32_t> history(ids);
+      int generated = 0;
+      auto t1 = std::chrono::steady_clock::now();
+      for (; generated < n_predict; ++generated) {
+        std::size_t const from = history.size() > 64 ? history.size() - 64 : 0;
+        auto r = sampler.sample(logits, std::span(history).subspan(from));
+        history.push_back(r.token);
+        if (!quiet) {
+          if (dec)
+            std::fputs(dec->feed(r.token).c_str(), stdout);
+          else
+            fmt::print("{} ", r.token);
+          std::fflush(stdout);
+        }
+        if (!ignore_eos && tok && tok->is_eog(r.token)) {
+          ++generated;
+          break;
+        }
+        if (generated + 1 < n_predict) logits = gen.feed({&r.token, 1});
       }
-      if (generated + 1 < n_predict) logits = gen.feed({&r.token, 1});
-    }
-    double const decode_s = seconds_since(t1);
-    if (!quiet) {
-      if (dec) std::fputs(dec->flush().c_str(), stdout);
-      std::fputs("\n", stdout);
-      std::fflush(stdout);
-    }
-    // Decode time covers generated - 1 forwards (the first token comes from the prompt's logits).
-    int const decode_forwards = std::max(0, generated - 1);
-    fmt::print(stderr,
-               "tf-generate: prompt {} tokens in {:.3f} s ({:.2f} tok/s); decode {} tokens in "
-               "{:.3f} s ({:.2f} tok/s); threads {}\n",
-               ids.size(), prompt_s, static_cast<double>(ids.size()) / prompt_s, decode_forwards,
-               decode_s, decode_forwards > 0 ? decode_forwards / decode_s : 0.0, threads);
+      double const decode_s = seconds_since(t1);
+      if (!quiet) {
+        if (dec) std::fputs(dec->flush().c_str(), stdout);
+        std::fputs("\n", stdout);
+        std::fflush(stdout);
+      }
+      // Decode time covers generated - 1 forwards (the first token comes from the prompt's logits).
+      int const decode_forwards = std::max(0, generated - 1);
+      fmt::print(stderr,
+                 "tf-generate: prompt {} tokens in {:.3f} s ({:.2f} tok/s); decode {} tokens in "
+                 "{:.3f} s ({:.2f} tok/s); threads {}\n",
+                 ids.size(), prompt_s, static_cast<double>(ids.size()) / prompt_s, decode_forwards,
+                 decode_s, decode_forwards > 0 ? decode_forwards / decode_s : 0.0, threads);
+    });
   } catch (std::exception const& e) {
     fmt::print(stderr, "{}\n", e.what());
     return 1;

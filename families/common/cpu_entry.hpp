@@ -20,13 +20,15 @@ concept cpu_forward = requires(F& f, std::span<batch_row const> rows, float* log
   f.forward(rows, logits);
 };
 
-/// A family's CPU entry. `make` binds the weights of `file`, which must outlive the forward
-/// (matrices point into its mapping); `kv_bytes_per_token` is what one position costs in KV
-/// storage of `dtype`, so the memory budget can size the pool before anything is allocated.
+/// A family's CPU entry. `family` is its traits type; `make` binds the weights of `file`, which
+/// must outlive the forward (matrices point into its mapping); `kv_bytes_per_token` is what one
+/// position costs in KV storage of `dtype`, so the memory budget can size the pool before anything
+/// is allocated.
 template <class E>
 concept cpu_entry = requires(model::model_file const& file, kv_shape kv, int threads,
                              std::string_view arch) {
   typename E::forward_type;
+  typename E::family;  // the traits type (kvPool/ledgerPool) the lane host admits through
   requires cpu_forward<typename E::forward_type>;
   { E::name } -> std::convertible_to<std::string_view>;
   { E::accepts(arch) } -> std::same_as<bool>;

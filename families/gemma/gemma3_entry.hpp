@@ -1,6 +1,7 @@
 #pragma once
 /// Gemma 3's CPU entry for tf-generate and serve (see families/common/cpu_entry.hpp).
 #include <families/common/cpu_entry.hpp>
+#include <families/gemma/gemma3.hpp>
 #include <families/gemma/gemma3_config.hpp>
 #include <families/gemma/gemma3_forward.hpp>
 #include <families/gemma/gemma3_load.hpp>
@@ -9,6 +10,7 @@ namespace tf::families::gemma {
 
 struct gemma3_cpu {
   using forward_type = gemma3_forward;
+  using family = gemma3;
   static constexpr std::string_view name = "gemma3";
 
   static bool accepts(std::string_view arch) { return arch == "gemma3" || arch == "gemma3_text"; }

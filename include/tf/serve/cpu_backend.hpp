@@ -1,48 +1,50 @@
 #pragma once
-/// Gemma 3 behind the lane host: the batched CPU forward as a batched_model, and its text codec
-/// (GGUF tokenizer, the Gemma chat turn format, end-of-turn stops).
-#include <families/gemma/gemma3.hpp>
-#include <families/gemma/gemma3_forward.hpp>
+/// A family's CPU forward behind the lane host: any cpu_entry's forward as a batched_model, and
+/// the text codec every GGUF family shares (its tokenizer, chat template, end-of-generation stops).
+#include <families/common/cpu_entry.hpp>
 #include <tf/serve/lane_host.hpp>
 #include <tf/tokenizer/chat_template.hpp>
 #include <tf/tokenizer/tokenizer.hpp>
 
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace tf::serve {
 
-/// gemma3_forward with `pages` KV pages of `page_tokens`, as a batched_model.
-class gemma_model {
+/// Entry's CPU forward over `pages` KV pages of `page_tokens`, as a batched_model.
+template <families::cpu_entry Entry>
+class forward_model {
  public:
-  gemma_model(families::gemma::gemma3_weights w, std::size_t pages, std::size_t page_tokens,
-              int threads)
-      : fwd_(std::move(w),
-             {static_cast<std::int32_t>(pages), static_cast<std::int32_t>(page_tokens)}, threads),
+  forward_model(model::model_file const& file, std::size_t pages, std::size_t page_tokens,
+                int threads, families::kv_dtype dtype = families::kv_dtype::f32)
+      : fwd_(Entry::make(
+            file, {static_cast<std::int32_t>(pages), static_cast<std::int32_t>(page_tokens), dtype},
+            threads)),
         pages_(pages),
         page_tokens_(page_tokens) {}
-  std::size_t vocab_size() const { return static_cast<std::size_t>(fwd_.vocab_size()); }
+  std::size_t vocab_size() const { return static_cast<std::size_t>(fwd_->vocab_size()); }
   std::size_t page_tokens() const { return page_tokens_; }
   std::size_t num_pages() const { return pages_; }
   void forward(std::span<batch_row const> rows, float* logits) {
     rows_.clear();
     for (auto const& r : rows) rows_.push_back({r.tokens, r.start_pos, r.page_table, r.all_logits});
-    fwd_.forward(rows_, logits);
+    fwd_->forward(rows_, logits);
   }
 
  private:
-  families::gemma::gemma3_forward fwd_;
+  std::unique_ptr<typename Entry::forward_type> fwd_;
   std::size_t pages_, page_tokens_;
-  std::vector<families::gemma::batch_row> rows_;
+  std::vector<families::batch_row> rows_;
 };
 
-/// Text for Gemma 3: its tokenizer and the GGUF's chat template (the built-in Gemma 3 template
-/// when the file has none).
-class gemma_codec {
+/// Text for a GGUF model: its tokenizer and the file's chat template (the built-in Gemma 3
+/// template when the file has none).
+class text_codec {
  public:
-  gemma_codec(tokenizer::tokenizer tok, std::string id, std::string chat_template = {})
+  text_codec(tokenizer::tokenizer tok, std::string id, std::string chat_template = {})
       : tok_(std::move(tok)),
         id_(std::move(id)),
         template_(tokenizer::chat_template_or_fallback(chat_template)) {
