@@ -2,6 +2,7 @@
 /// The families tf-generate and serve can run on the CPU: one entry each (cpu_entry.hpp).
 #include <families/common/cpu_entry.hpp>
 #include <families/gemma/gemma3_entry.hpp>
+#include <families/glm/glm4_entry.hpp>
 #include <tf/error.hpp>
 
 #include <boost/hana.hpp>
@@ -14,7 +15,7 @@
 
 namespace tf::families {
 
-inline constexpr auto cpu_entries = boost::hana::tuple_t<gemma::gemma3_cpu>;
+inline constexpr auto cpu_entries = boost::hana::tuple_t<gemma::gemma3_cpu, glm::glm4_cpu>;
 
 /// Calls `f(hana::type_c<Entry>)` for the entry that accepts `arch`; throws tf::error naming
 /// the architectures there are when none does.

@@ -17,7 +17,7 @@ struct glm4_hparams {
   int num_heads = 32;
   int num_kv_heads = 2;
   int head_dim = 128;
-  float partial_rotary_factor = 0.5f;  // interleaved (GPT-J) pairs on the first half of each head
+  int rope_dims = 64;  // interleaved (GPT-J) pairs on the first rope_dims of each head
   float rope_theta = 1e4f;
   float rms_norm_eps = 1e-5f;
   bool attention_bias = true;
@@ -26,8 +26,9 @@ struct glm4_hparams {
 
 using model::tensor_role;
 /// The GGUF name trap: `post_attention_norm` is HF's post_self_attn_layernorm, and `ffn_norm` is
-/// HF's post_attention_layernorm. `ffn_up` holds gate and up fused (gate half first).
-inline constexpr std::array<model::tensor_name, 16> glm4_tensors{{
+/// HF's post_attention_layernorm. `ffn_up` holds gate and up fused (gate half first), unless a
+/// separate `ffn_gate` is present.
+inline constexpr std::array<model::tensor_name, 17> glm4_tensors{{
     {tensor_role::token_embd, "token_embd.weight", "model.embed_tokens.weight", false, false},
     {tensor_role::output_norm, "output_norm.weight", "model.norm.weight", false, false},
     {tensor_role::output, "output.weight", "lm_head.weight", false, false},
@@ -53,6 +54,8 @@ inline constexpr std::array<model::tensor_name, 16> glm4_tensors{{
      "model.layers.{}.post_attention_layernorm.weight", true, false},
     {tensor_role::ffn_up, "blk.{}.ffn_up.weight", "model.layers.{}.mlp.gate_up_proj.weight", true,
      false},
+    {tensor_role::ffn_gate, "blk.{}.ffn_gate.weight", "model.layers.{}.mlp.gate_proj.weight", true,
+     true},
     {tensor_role::ffn_down, "blk.{}.ffn_down.weight", "model.layers.{}.mlp.down_proj.weight", true,
      false},
     {tensor_role::post_ffw_norm, "blk.{}.post_ffw_norm.weight",
@@ -64,7 +67,7 @@ struct glm4 {
   static constexpr std::array<std::string_view, 1> arch_names{"glm4"};
   using kv_pool = tf::kvPool<tf::kv::paged_pool>;
   static constexpr bool per_request_admission = true;
-  static constexpr bool has_forward = false;
+  static constexpr bool has_forward = true;  // families/glm/glm4_forward.hpp (CPU)
   using hparams = glm4_hparams;
 };
 
