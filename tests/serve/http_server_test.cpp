@@ -280,6 +280,57 @@ TEST_CASE("queue full answers 503 with Retry-After") {
   CHECK(m->body.find("tf_time_to_first_token_seconds_count") != std::string::npos);
 }
 
+// A TCP connection that sends nothing: it holds one of the server's connection slots.
+struct idle_connection {
+  explicit idle_connection(int port) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  ~idle_connection() { ::close(fd); }
+  int fd = -1;
+  bool connected = false;
+};
+
+TEST_CASE("over the connection cap: 503 with Retry-After, and served again once one closes") {
+  http_config hc;
+  hc.max_connections = 2;
+  live_server s(hc);
+  int ok_before = 0;
+  {
+    idle_connection a(s.port), b(s.port);
+    REQUIRE(a.connected);
+    REQUIRE(b.connected);
+    std::this_thread::sleep_for(100ms);  // both are taken by serving workers
+    auto c = s.client();
+    auto r = c.Get("/v1/models");
+    REQUIRE(r);
+    CHECK(r->status == 503);
+    CHECK(r->get_header_value("Retry-After") == "1");
+    auto j = json::parse(r->body, nullptr, false);
+    REQUIRE(j.is_object());
+    CHECK(j["error"]["code"] == "too_many_connections");
+    ok_before = r->status == 200;
+  }
+  CHECK(ok_before == 0);
+  // The idle connections are closed: the cap frees and requests are served again.
+  int status = 0;
+  for (int i = 0; i < 100 && status != 200; ++i) {
+    auto c = s.client();
+    auto r = c.Get("/v1/models");
+    status = r ? r->status : -1;
+    if (status != 200) std::this_thread::sleep_for(50ms);
+  }
+  CHECK(status == 200);
+  auto m = s.client().Get("/metrics");
+  REQUIRE(m);
+  CHECK(m->body.find("tf_requests_rejected_total{reason=\"too_many_connections\"} 1") !=
+        std::string::npos);
+}
+
 TEST_CASE("over HTTP: 8 concurrent greedy replies equal solo; load stays within --parallel") {
   live_server s({}, {4, 1024, 16, 64}, 256, 500us);
   std::vector<std::string> prompts;

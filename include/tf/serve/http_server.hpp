@@ -28,7 +28,45 @@ struct http_config {
   std::size_t max_body_bytes = 4u << 20;  // larger bodies get 413
   int read_timeout_s = 10;                // headers and body
   int write_timeout_s = 30;
-  std::size_t max_connections = 64;  // connections served at once
+  std::size_t max_connections = 64;  // connections served at once; more get 503 + Retry-After
+  std::size_t overflow_workers = 4;  // threads that answer the connections over the cap
+};
+
+/// True on a thread answering a connection over the cap (set by capped_task_queue).
+inline thread_local bool tl_over_connection_cap = false;
+
+/// httplib's task queue with a cap: the first `cap` open connections run on the serving pool;
+/// any more run on a small overflow pool whose requests are answered 503 + Retry-After, so a
+/// client over the cap hears why instead of waiting in an unseen queue.
+class capped_task_queue final : public httplib::TaskQueue {
+ public:
+  capped_task_queue(std::size_t cap, std::size_t overflow)
+      : cap_(cap), main_(cap), over_(overflow) {}
+
+  void enqueue(std::function<void()> fn) override {
+    if (open_.fetch_add(1) < cap_) {
+      main_.enqueue([this, fn = std::move(fn)] {
+        fn();
+        open_.fetch_sub(1);
+      });
+      return;
+    }
+    open_.fetch_sub(1);
+    over_.enqueue([fn = std::move(fn)] {
+      tl_over_connection_cap = true;
+      fn();
+      tl_over_connection_cap = false;
+    });
+  }
+  void shutdown() override {
+    main_.shutdown();
+    over_.shutdown();
+  }
+
+ private:
+  std::size_t cap_;
+  std::atomic<std::size_t> open_{0};
+  httplib::ThreadPool main_, over_;
 };
 
 /// Compares two strings in time that depends only on their lengths.
@@ -152,14 +190,25 @@ class api_server {
   }
 
   void routes() {
-    auto workers = std::max<std::size_t>(cfg_.max_connections, 4);
-    http_.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
+    auto const cap = std::max<std::size_t>(cfg_.max_connections, 1);
+    auto const overflow = std::max<std::size_t>(cfg_.overflow_workers, 1);
+    http_.new_task_queue = [cap, overflow] { return new capped_task_queue(cap, overflow); };
     http_.set_payload_max_length(cfg_.max_body_bytes);
     http_.set_read_timeout(cfg_.read_timeout_s, 0);
     http_.set_write_timeout(cfg_.write_timeout_s, 0);
     http_.set_keep_alive_max_count(100);
     http_.set_keep_alive_timeout(5);
     http_.set_pre_routing_handler([this](httplib::Request const& req, httplib::Response& res) {
+      if (tl_over_connection_cap) {
+        if (auto b = backend()) b->stats().rejected_connections++;
+        res.set_header("Retry-After", "1");
+        res.set_header("Connection", "close");
+        send_error(res, api_error(503,
+                                  fmt::format("the server has its {} connections open; retry soon",
+                                              cfg_.max_connections),
+                                  "server_error", "", "too_many_connections"));
+        return httplib::Server::HandlerResponse::Handled;
+      }
       if (cfg_.api_key.empty() || req.path.rfind("/v1", 0) != 0)
         return httplib::Server::HandlerResponse::Unhandled;
       auto h = req.get_header_value("Authorization");

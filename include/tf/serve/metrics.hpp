@@ -65,6 +65,7 @@ struct metrics {
   std::atomic<std::uint64_t> rejected_context{0};
   std::atomic<std::uint64_t> rejected_bad_request{0};
   std::atomic<std::uint64_t> rejected_auth{0};
+  std::atomic<std::uint64_t> rejected_connections{0};
   std::atomic<std::uint64_t> cancelled{0};
   histogram ttft{latency_bounds()};
   histogram inter_token{latency_bounds()};
@@ -103,6 +104,8 @@ struct metrics {
                        rejected_bad_request.load());
     out += fmt::format("tf_requests_rejected_total{{reason=\"unauthorized\"}} {}\n",
                        rejected_auth.load());
+    out += fmt::format("tf_requests_rejected_total{{reason=\"too_many_connections\"}} {}\n",
+                       rejected_connections.load());
     ttft.write(out, "tf_time_to_first_token_seconds", "Time from arrival to the first token.");
     inter_token.write(out, "tf_inter_token_seconds", "Time between two tokens of one request.");
     return out;
