@@ -18,6 +18,7 @@ struct qwen3_hparams {
   int num_kv_heads = 8;
   int head_dim = 128;
   float rope_theta = 1e6f;
+  float rope_scaling_factor = 1.0f;  // linear position scaling; 1 = none
   float rms_norm_eps = 1e-6f;
   bool tie_word_embeddings = true;
   int context_length = 40960;
@@ -57,7 +58,7 @@ struct qwen3 {
   static constexpr std::array<std::string_view, 1> arch_names{"qwen3"};
   using kv_pool = tf::kvPool<tf::kv::paged_pool>;
   static constexpr bool per_request_admission = true;
-  static constexpr bool has_forward = false;
+  static constexpr bool has_forward = true;  // families/qwen/qwen3_forward.hpp (CPU)
   using hparams = qwen3_hparams;
 };
 
