@@ -276,3 +276,37 @@ TEST_CASE("bad GLM-4.5 MoE batches throw tf::error") {
   batch_row vocab{bad_tok, 0, pages};
   CHECK_THROWS_AS(fwd.forward({&vocab, 1}, out.data()), tf::error);
 }
+
+namespace {
+
+// A GGUF seen with one tensor missing, or cut short.
+struct damaged {
+  tf::model::gguf_file const& g;
+  std::string name;
+  bool drop;
+  mutable tf::model::tensor_view cut;
+  tf::model::tensor_view const* find_tensor(std::string_view n) const {
+    auto const* t = g.find_tensor(n);
+    if (!t || n != name) return t;
+    if (drop) return nullptr;
+    cut = *t;
+    cut.bytes /= 2;
+    return &cut;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a GLM-4.5 MoE file with a missing or short tensor gives a tf::error naming it") {
+  auto file = model_file::open(tiny + "/tiny-q8_0.gguf");
+  auto const& g = *file.gguf();
+  auto const hp = glm::moe_hparams_from_gguf(g);
+  for (std::string name : {"blk.1.ffn_up_exps.weight", "blk.2.exp_probs_b.bias",
+                           "blk.1.ffn_gate_inp.weight", "blk.0.attn_q_norm.weight"}) {
+    for (bool drop : {true, false}) {
+      INFO(name << (drop ? " missing" : " short"));
+      damaged d{g, name, drop, {}};
+      CHECK_THROWS_WITH(glm::bind_moe_weights(d, hp, true), Catch::Contains(name));
+    }
+  }
+}
