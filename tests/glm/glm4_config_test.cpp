@@ -3,10 +3,12 @@
 #include <families/glm/glm4_config.hpp>
 #include <families/glm/glm4_load.hpp>
 #include <families/glm/glm4_weights.hpp>
+#include <tf/tokenizer/from_gguf.hpp>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <map>
 #include <string>
 #include <string_view>
@@ -125,4 +127,24 @@ TEST_CASE("a GGUF of another architecture is refused") {
   auto file = model_file::open(std::string(TF_FIXTURES_DIR) + "/gemma/tiny/tiny-f32.gguf");
   CHECK_THROWS_WITH(glm::hparams_from_gguf(*file.gguf()), Catch::Contains("gemma3"));
   CHECK_THROWS_AS(glm::load_weights(file), tf::error);
+}
+
+TEST_CASE("the tiny GLM-4 GGUFs carry the glm4 BPE tokenizer, sized to the model's vocab") {
+  std::ifstream js(std::string(TF_FIXTURES_DIR) + "/tokenizer/bpe_glm4_goldens.json");
+  REQUIRE(js.good());
+  auto const goldens = nlohmann::json::parse(js);
+  REQUIRE(!goldens.at("cases").empty());
+  for (auto const* name : {"/tiny-f32.gguf", "/tiny-q8_0.gguf"}) {
+    auto file = model_file::open(tiny + name);
+    auto const tok = tf::tokenizer::load_tokenizer(*file.gguf());
+    CHECK(tok.vocab().pre == "glm4");
+    CHECK(static_cast<int>(tok.vocab().tokens.size()) ==
+          glm::hparams_from_gguf(*file.gguf()).vocab_size);
+    CHECK(tok.is_eog(*tok.token_id("<|endoftext|>")));
+    for (auto const& c : goldens.at("cases")) {
+      std::string const text = c.at("text");
+      INFO(name << " text: " << text);
+      CHECK(tok.encode(text, false, true) == c.at("ids").get<std::vector<std::int32_t>>());
+    }
+  }
 }

@@ -215,17 +215,17 @@ TEST_CASE("GLM-4 entry: accepts glm4, sizes KV, and builds a forward") {
   CHECK(entry::kv_bytes_per_token(file, tf::families::kv_dtype::f32) == 2u * 2 * 2 * 16 * 4);
   CHECK(entry::context_length(file) == 256);
   auto fwd = entry::make(file, {4, 16}, 1);
-  CHECK(fwd->vocab_size() == 512);
+  CHECK(fwd->vocab_size() == 1200);  // the vocab of fixtures/tokenizer/bpe_glm4
 }
 
 TEST_CASE("bad GLM-4 batches throw tf::error") {
   auto file = model_file::open(tiny + "/tiny-f32.gguf");
   glm::glm4_forward fwd(glm::load_weights(file), {4, 4}, 1);
-  std::vector<float> out(512 * 2);
+  std::vector<float> out(1200 * 2);
   std::vector<std::int32_t> toks{1, 2, 3};
   std::vector<std::int32_t> pages{0};
   std::vector<std::int32_t> pages2{0, 9};
-  std::vector<std::int32_t> bad_tok{600};
+  std::vector<std::int32_t> bad_tok{1200};
   std::vector<batch_row> none;
   CHECK_THROWS_AS(fwd.forward(none, out.data()), tf::error);
   batch_row too_far{toks, 3, pages};
