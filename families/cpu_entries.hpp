@@ -5,6 +5,7 @@
 #include <families/glm/glm4_entry.hpp>
 #include <families/glm/glm4_moe_entry.hpp>
 #include <families/qwen/qwen3_entry.hpp>
+#include <families/qwen/qwen3_moe_entry.hpp>
 #include <tf/error.hpp>
 
 #include <boost/hana.hpp>
@@ -18,7 +19,8 @@
 namespace tf::families {
 
 inline constexpr auto cpu_entries =
-    boost::hana::tuple_t<gemma::gemma3_cpu, glm::glm4_cpu, glm::glm4_moe_cpu, qwen::qwen3_cpu>;
+    boost::hana::tuple_t<gemma::gemma3_cpu, glm::glm4_cpu, glm::glm4_moe_cpu, qwen::qwen3_cpu,
+                         qwen::qwen3_moe_cpu>;
 
 /// Calls `f(hana::type_c<Entry>)` for the entry that accepts `arch`; throws tf::error naming
 /// the architectures there are when none does.

@@ -6,17 +6,20 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <string_view>
 
 namespace tf::families::qwen {
 
 /// Reads `qwen3.*` keys from a GGUF file (anything with get_int/get_float/get_string, e.g.
 /// tf::model::gguf_file); vocab comes from token_embd, tying from whether output.weight exists.
 /// Throws tf::error on a missing key.
+/// `want_arch` is the architecture (and key prefix) expected: "qwen3", or "qwen3moe" for the MoE.
 template <class Gguf>
-qwen3_hparams hparams_from_gguf(Gguf const& g) {
+qwen3_hparams hparams_from_gguf(Gguf const& g, std::string_view want_arch = "qwen3") {
   qwen3_hparams hp;
   std::string const arch(g.architecture());
-  if (arch != "qwen3") throw error("tf: expected a qwen3 GGUF, general.architecture is '{}'", arch);
+  if (arch != want_arch)
+    throw error("tf: expected a {} GGUF, general.architecture is '{}'", want_arch, arch);
   auto key = [&](char const* k) { return arch + "." + k; };
   auto need_int = [&](char const* k) {
     auto v = g.get_int(key(k));

@@ -3,6 +3,7 @@
 /// its own page table into per-layer paged KV storage. A row's logits do not depend on what else
 /// is in the batch or on the thread count.
 #include <families/common/forward_rows.hpp>
+#include <families/common/moe.hpp>
 #include <families/qwen/detail/cpu_ops.hpp>
 #include <families/qwen/qwen3_weights.hpp>
 #include <tf/error.hpp>
@@ -22,10 +23,12 @@ using families::batch_row;
 using families::kv_dtype;
 using families::kv_shape;
 
-/// Qwen3 forward over f32 or f16 paged KV storage.
-class qwen3_forward {
+/// Qwen3 forward over f32 or f16 paged KV storage; `Weights` is qwen3_weights, or the MoE
+/// family's weights, whose layers may route their MLP through experts.
+template <class Weights>
+class basic_qwen3_forward {
  public:
-  qwen3_forward(qwen3_weights w, kv_shape kv, int threads = 1)
+  basic_qwen3_forward(Weights w, kv_shape kv, int threads = 1)
       : w_(std::move(w)), kv_(kv), pool_(std::make_unique<detail::thread_pool>(threads)) {
     if (threads < 1 || threads > 1024)
       throw error("tf: qwen3 forward wants 1..1024 threads, got {}", threads);
@@ -47,8 +50,8 @@ class qwen3_forward {
     }
   }
 
-  qwen3_hparams const& hparams() const { return w_.hp; }
-  qwen3_weights const& weights() const { return w_; }
+  auto const& hparams() const { return w_.hp; }
+  Weights const& weights() const { return w_; }
   kv_shape kv() const { return kv_; }
   std::int64_t vocab_size() const { return w_.hp.vocab_size; }
   int threads() const { return pool_->size(); }
@@ -282,6 +285,11 @@ class qwen3_forward {
       for (std::int64_t i = 0; i < h; ++i) x[i] += o[i];
       detail::rmsnorm(x, L.ffn_norm.data(), o, h, eps);
     }
+    if constexpr (requires { L.experts; })
+      if (!L.experts.empty()) {
+        experts(L, n);
+        return;
+      }
     detail::matmul(*pool_, L.gate, xn_.data(), g_.data(), n);
     detail::matmul(*pool_, L.up, xn_.data(), u_.data(), n);
     for (std::int64_t i = 0; i < n * ff; ++i)
@@ -295,7 +303,33 @@ class qwen3_forward {
     }
   }
 
-  qwen3_weights w_;
+  // The routed MLP: softmax over the router, top-k, optional renormalisation, experts added to x.
+  template <class Layer>
+  void experts(Layer const& L, std::int64_t n) {
+    auto const& hp = w_.hp;
+    int const ne = hp.num_experts, k = hp.num_experts_per_tok;
+    router_.resize(static_cast<std::size_t>(n * ne));
+    picks_.resize(static_cast<std::size_t>(n * k));
+    detail::matmul(*pool_, L.router, xn_.data(), router_.data(), n);
+    for (std::int64_t t = 0; t < n; ++t) {
+      float* p = router_.data() + t * ne;
+      float const mx = *std::max_element(p, p + ne);
+      double z = 0.0;
+      for (int e = 0; e < ne; ++e) z += std::exp(static_cast<double>(p[e] - mx));
+      for (int e = 0; e < ne; ++e)
+        p[e] = static_cast<float>(std::exp(static_cast<double>(p[e] - mx)) / z);
+      auto* pk = picks_.data() + t * k;
+      moe::top_k(p, ne, k, pk);
+      if (hp.norm_topk_prob) {
+        float sum = 0.0f;
+        for (int s = 0; s < k; ++s) sum += pk[s].weight;
+        for (int s = 0; s < k; ++s) pk[s].weight /= sum;
+      }
+    }
+    moe::run_experts(*pool_, L.experts, xn_.data(), n, picks_.data(), k, x_.data());
+  }
+
+  Weights w_;
   kv_shape kv_;
   std::unique_ptr<detail::thread_pool> pool_;
   std::size_t page_floats_ = 0;
@@ -305,7 +339,10 @@ class qwen3_forward {
   std::vector<batch_row> rows_;
   std::vector<std::int32_t> tok_, pos_, row_of_;
   std::vector<std::int64_t> out_tok_;
-  std::vector<float> x_, xn_, q_, att_, kk_, vv_, g_, u_, hn_;
+  std::vector<float> x_, xn_, q_, att_, kk_, vv_, g_, u_, hn_, router_;
+  std::vector<moe::expert_pick> picks_;
 };
+
+using qwen3_forward = basic_qwen3_forward<qwen3_weights>;
 
 }  // namespace tf::families::qwen
