@@ -1,11 +1,15 @@
-"""The openai client at concurrency 1, 2, 4, 8 against tf's serve and llama-cpp-python's server.
+"""The openai client at concurrency 1, 2, 4, 8 against tf's serve and llama.cpp's llama-server.
 
 python3 bench/bench_openai.py [--serve build/apps/serve] [--model GGUF] [--parallel 4]
-    [--context 2048] [--threads N] [--requests 16] [--max-tokens 32] [--no-llama] [--no-tf]
+    [--context 2048] [--threads N] [--requests 16] [--max-tokens 32]
+    [--llama-server /tmp/llama-build/build/bin/llama-server] [--no-llama] [--no-tf]
 
-Starts each server on a free loopback port with the same model, --parallel and context, sends
-`--requests` streamed greedy chat requests per concurrency level, and reports aggregate generated
-tokens/s, time to first token and inter-token gaps (p50/p99). Prints a Markdown table.
+Starts each server on a free loopback port with the same model, --parallel and context
+(llama-server: `-np P -c P*context`, its context is shared by its slots), sends `--requests`
+streamed greedy chat requests per concurrency level, and reports aggregate generated tokens/s,
+time to first token, inter-token gaps (p50/p99) and how many replies differ from the same
+prompt's reply at concurrency 1. Prints a Markdown table. bench/build_llama_server.sh builds
+llama-server from the llama-cpp-python sdist.
 """
 
 import argparse
@@ -71,11 +75,14 @@ def one_request(client, model, prompt, max_tokens, out):
         stream=True,
         stream_options={"include_usage": True},
     )
-    usage = None
+    usage, text = None, []
     for chunk in stream:
         now = time.perf_counter()
         if chunk.usage is not None:
             usage = chunk.usage.completion_tokens
+        for c in chunk.choices:
+            if c.delta and c.delta.content:
+                text.append(c.delta.content)
         if any(c.delta and c.delta.content for c in chunk.choices):
             if first is None:
                 first = now - t0
@@ -83,10 +90,11 @@ def one_request(client, model, prompt, max_tokens, out):
                 gaps.append(now - last)
             last = now
             tokens += 1
-    out.append({"ttft": first, "gaps": gaps, "tokens": usage if usage else tokens})
+    out.append({"ttft": first, "gaps": gaps, "tokens": usage if usage else tokens,
+                "prompt": prompt, "text": "".join(text)})
 
 
-def run_level(base, model, conc, n, max_tokens):
+def run_level(base, model, conc, n, max_tokens, solo):
     client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=600)
     results, lock, next_i, errors = [], threading.Lock(), [0], []
 
@@ -113,6 +121,9 @@ def run_level(base, model, conc, n, max_tokens):
     ttft = [r["ttft"] for r in results if r["ttft"] is not None]
     gaps = [g for r in results for g in r["gaps"]]
     toks = sum(r["tokens"] for r in results)
+    for r in results:
+        solo.setdefault(r["prompt"], r["text"])
+    differ = sum(1 for r in results if solo.get(r["prompt"]) != r["text"])
     return {
         "conc": conc,
         "tok_s": toks / wall,
@@ -123,6 +134,7 @@ def run_level(base, model, conc, n, max_tokens):
         "tokens": toks,
         "wall": wall,
         "errors": len(errors),
+        "differ": differ,
         "first_error": errors[0] if errors else "",
     }
 
@@ -136,11 +148,13 @@ def bench_server(name, cmd, base, args):
         client = openai.OpenAI(base_url=base + "/v1", api_key="unused")
         model = client.models.list().data[0].id
         one_request(client, model, "Warm up.", 4, [])
+        solo = {}  # prompt -> its reply at concurrency 1
         for conc in (1, 2, 4, 8):
-            r = run_level(base, model, conc, args.requests, args.max_tokens)
+            r = run_level(base, model, conc, args.requests, args.max_tokens, solo)
             r["server"] = name
             rows.append(r)
-            print(f"# {name} c={conc}: {r['tok_s']:.1f} tok/s, {r['errors']} failed "
+            print(f"# {name} c={conc}: {r['tok_s']:.1f} tok/s, {r['errors']} failed, "
+                  f"{r['differ']} differ from solo "
                   f"{r['first_error'][:200]}", file=sys.stderr)
     finally:
         proc.terminate()
@@ -160,6 +174,7 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--requests", type=int, default=16)
     ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--llama-server", default="/tmp/llama-build/build/bin/llama-server")
     ap.add_argument("--no-llama", action="store_true")
     ap.add_argument("--no-tf", action="store_true")
     args = ap.parse_args()
@@ -175,32 +190,31 @@ def main():
             args,
         )
     if not args.no_llama:
-        try:
-            import llama_cpp.server.app  # noqa: F401 - checks the server extras are installed
-
+        if os.path.exists(args.llama_server):
             port = free_port()
-            # llama-cpp-python's server has one context; n_ctx is the whole window it serves.
+            # llama-server's -c is the whole context, split evenly over its -np slots.
             rows += bench_server(
-                "llama-cpp-python server",
-                [sys.executable, "-m", "llama_cpp.server", "--model", args.model, "--n_ctx",
-                 str(args.context * args.parallel), "--n_threads", str(args.threads),
-                 "--chat_format", "gemma", "--interrupt_requests", "False",
-                 "--host", "127.0.0.1", "--port", str(port)],
+                "llama-server",
+                [args.llama_server, "-m", args.model, "-np", str(args.parallel), "-c",
+                 str(args.context * args.parallel), "-t", str(args.threads), "--host",
+                 "127.0.0.1", "--port", str(port)],
                 f"http://127.0.0.1:{port}",
                 args,
             )
-        except ImportError as e:
-            print(f"# llama-cpp-python server unavailable: {e}", file=sys.stderr)
+        else:
+            print(f"# llama-server is not built at {args.llama_server} "
+                  "(bench/build_llama_server.sh)", file=sys.stderr)
 
     print(f"{args.requests} streamed greedy chat requests x {args.max_tokens} tokens per level; "
           f"--parallel {args.parallel}, --context {args.context}, {args.threads} threads, "
           f"{os.path.basename(args.model)}.\n")
     print("| server | concurrency | tokens/s | TTFT p50 ms | TTFT p99 ms | inter-token p50 ms "
-          "| inter-token p99 ms | failed |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| inter-token p99 ms | failed | replies != solo |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['server']} | {r['conc']} | {r['tok_s']:.1f} | {r['ttft50']:.0f} | "
-              f"{r['ttft99']:.0f} | {r['itl50']:.1f} | {r['itl99']:.1f} | {r['errors']} |")
+              f"{r['ttft99']:.0f} | {r['itl50']:.1f} | {r['itl99']:.1f} | {r['errors']} | "
+              f"{r['differ']} |")
     return 0
 
 

@@ -9,6 +9,7 @@
 #include <tf/serve/http_server.hpp>
 #include <tf/serve/toy_model.hpp>
 #include <tf/tokenizer/from_gguf.hpp>
+#include <tf/tokenizer/from_hf.hpp>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -16,7 +17,10 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
+#include <string>
 #include <thread>
+#include <utility>
 
 namespace {
 
@@ -25,6 +29,40 @@ tf::serve::api_server* g_server = nullptr;
 
 extern "C" void on_signal(int s) {
   g_signal.store(s);
+}
+
+/// The tokenizer and chat template: a GGUF's own, or a Hugging Face folder's tokenizer.json and
+/// tokenizer_config.json.
+std::pair<tf::tokenizer::tokenizer, std::string> load_text(tf::model::model_file const& file,
+                                                           std::filesystem::path const& path) {
+  if (auto const* g = file.gguf()) {
+    if (!g->get_string("tokenizer.ggml.model"))
+      throw tf::error("tf: {} has no tokenizer (no tokenizer.ggml.model): serve needs one",
+                      path.string());
+    return {tf::tokenizer::load_tokenizer(*g),
+            std::string(g->get_string("tokenizer.chat_template").value_or(std::string_view{}))};
+  }
+  auto const json = path / "tokenizer.json";
+  if (!std::filesystem::exists(json))
+    throw tf::error("tf: {} has no tokenizer.json: serve needs a GGUF or a folder with one",
+                    path.string());
+  std::string chat_template;
+  auto const config = path / "tokenizer_config.json";
+  if (std::filesystem::exists(config)) {
+    auto const j = tf::tokenizer::read_json_file(config);
+    if (auto it = j.find("chat_template"); it != j.end() && it->is_string())
+      chat_template = it->get<std::string>();
+  }
+  return {tf::tokenizer::load_hf_tokenizer(json), chat_template};
+}
+
+/// Bytes of the weights: the GGUF file, or a folder's .safetensors files.
+std::uint64_t weight_bytes(std::filesystem::path const& path) {
+  if (!std::filesystem::is_directory(path)) return std::filesystem::file_size(path);
+  std::uint64_t n = 0;
+  for (auto const& e : std::filesystem::directory_iterator(path))
+    if (e.is_regular_file() && e.path().extension() == ".safetensors") n += e.file_size();
+  return n;
 }
 
 }  // namespace
@@ -38,6 +76,7 @@ int main(int argc, char** argv) {
   int port = 8080, read_timeout = 10;
   double prompt_cache_gib = 1.0;
   bool no_update_check = false, toy = false;
+  std::optional<std::string> reserve_gib, cap_gib;
   app.add_option("model", model_path,
                  "GGUF file or Hugging Face folder (default: the default model)");
   app.add_option("--parallel", parallel_s, "streams at once: N or auto");
@@ -48,6 +87,11 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "CPU threads for the forward");
   app.add_option("--prompt-cache-gib", prompt_cache_gib,
                  "kept-prompt budget in GiB (at most what the streams leave)");
+  app.add_option("--reserve-gib", reserve_gib,
+                 "memory kept back for the rest of the machine, GiB (else TF_MEMORY_RESERVE_GIB, "
+                 "else 1/10 of RAM, at least 4)");
+  app.add_option("--cap-gib", cap_gib,
+                 "the most memory tf may use, GiB (else TF_MEMORY_CAP_GIB, else no cap)");
   app.add_option("--api-key", api_key, "require Authorization: Bearer KEY on /v1 (or TF_API_KEY)");
   app.add_option("--max-auto-streams", max_auto_streams, "the most streams --parallel auto serves");
   app.add_option("--max-queue", max_queue, "requests that may wait for admission");
@@ -78,6 +122,9 @@ int main(int argc, char** argv) {
     if (context == 0) throw tf::error("tf: --context must be >= 1");
     if (!(prompt_cache_gib >= 0) || prompt_cache_gib > 1e6)
       throw tf::error("tf: --prompt-cache-gib wants a GiB count >= 0, got {}", prompt_cache_gib);
+    std::optional<std::uint64_t> reserve_bytes, cap_bytes;
+    if (reserve_gib) reserve_bytes = tf::memory::parse_gib(*reserve_gib, "--reserve-gib");
+    if (cap_gib) cap_bytes = tf::memory::parse_gib(*cap_gib, "--cap-gib");
     std::size_t const parallel_guess = fixed_parallel.value_or(max_auto_streams);
     tf::serve::http_config hc;
     hc.host = host;
@@ -121,6 +168,8 @@ int main(int argc, char** argv) {
       o.prompt_cache_bytes =
           static_cast<std::uint64_t>(prompt_cache_gib * static_cast<double>(tf::memory::gib));
       o.device_label = fmt::format("CPU ({} threads)", threads);
+      o.reserve_bytes = reserve_bytes;  // the flags win over the environment
+      o.cap_bytes = cap_bytes;
       auto b = tf::memory::start_budget(tf::memory::memory_kind::host,
                                         tf::memory::system_proc_reader(), {}, o);
       for (auto const& line : b.lines) fmt::print(stderr, "{}\n", line);
@@ -152,15 +201,11 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "tf: loading {}\n", path.string());
       server.set_progress(0.1);
       file.emplace(tf::model::model_file::open(path));
-      if (!file->gguf())
-        throw tf::error("tf: serve reads GGUF models for now; {} is not one", path.string());
       auto const arch = file->architecture();
-      auto tok = tf::tokenizer::load_tokenizer(*file->gguf());
-      std::string chat_template(
-          file->gguf()->get_string("tokenizer.chat_template").value_or(std::string_view{}));
+      auto text = load_text(*file, path);  // the tokenizer and chat template
       tf::families::dispatch_cpu(arch, [&](auto entry_type) {
         using entry = typename decltype(entry_type)::type;
-        auto b = size_start(std::filesystem::file_size(path),
+        auto b = size_start(weight_bytes(path),
                             entry::kv_bytes_per_token(*file, tf::families::kv_dtype::f32));
         parallel = b.streams;
         std::size_t const pages = pool_pages(b);
@@ -171,7 +216,9 @@ int main(int argc, char** argv) {
         be = std::make_shared<tf::serve::lane_backend<
             tf::serve::forward_model<entry>, typename entry::family, tf::serve::text_codec>>(
             std::move(model),
-            tf::serve::text_codec(std::move(tok), path.filename().string(), chat_template), cfg);
+            tf::serve::text_codec(std::move(text.first), path.filename().string(), text.second,
+                                  entry::name == "gemma3"),
+            cfg);
         fmt::print(stderr, "tf: {} forward on the CPU, {} KV pages of {} tokens\n", entry::name,
                    pages, page_tokens);
       });

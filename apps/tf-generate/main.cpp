@@ -37,8 +37,12 @@ std::vector<std::int32_t> chat_ids(tf::tokenizer::tokenizer const& tok,
   std::string bos = v.bos >= 0 && static_cast<std::size_t>(v.bos) < v.size() ? v.tokens[v.bos] : "";
   std::string eos = v.eos >= 0 && static_cast<std::size_t>(v.eos) < v.size() ? v.tokens[v.eos] : "";
   nlohmann::json opts = {{"add_generation_prompt", true}, {"bos_token", bos}, {"eos_token", eos}};
-  auto tmpl = tf::tokenizer::chat_template_or_fallback(
-      g.get_string("tokenizer.chat_template").value_or(""));
+  std::string tmpl(g.get_string("tokenizer.chat_template").value_or(""));
+  // Only Gemma 3 has a built-in template; other families' turns differ.
+  if (tmpl.empty() && g.architecture() == "gemma3")
+    tmpl = tf::tokenizer::chat_template_or_fallback("");
+  if (tmpl.empty())
+    throw tf::error("tf: the model has no tokenizer.chat_template: drop --chat for a plain prompt");
   std::string text = tf::tokenizer::render_chat(tmpl, nlohmann::json(messages), opts);
   bool const has_bos = !bos.empty() && text.starts_with(bos);
   return tok.encode(text, !has_bos, true);

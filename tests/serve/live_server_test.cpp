@@ -4,7 +4,9 @@
 #include <httplib.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <tf/model/model_file.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -171,7 +173,79 @@ bool real_model_ready() {
   return true;
 }
 
+/// The tiny fixture GGUFs (fixtures/<family>/tiny*/tiny*.gguf or fixtures/*/tiny*.gguf) that carry
+/// a tokenizer, so serve can take text; the rest are named in `skipped`.
+std::vector<fs::path> tiny_fixtures_with_tokenizer(std::vector<std::string>& skipped) {
+  std::vector<fs::path> found;
+  fs::path const root = TF_FIXTURES_DIR;
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
+       ++it) {
+    if (it.depth() > 2) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    auto const& p = it->path();
+    if (!it->is_regular_file() || p.extension() != ".gguf" ||
+        p.filename().string().rfind("tiny", 0) != 0)
+      continue;
+    try {
+      auto f = tf::model::model_file::open(p);
+      if (f.gguf() != nullptr && f.gguf()->get_string("tokenizer.ggml.model"))
+        found.push_back(p);
+      else
+        skipped.push_back(p.string() + ": no tokenizer.ggml.model");
+    } catch (std::exception const& e) {
+      skipped.push_back(p.string() + ": " + e.what());
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
 }  // namespace
+
+TEST_CASE("every tiny fixture GGUF with a tokenizer: 8 concurrent greedy == solo (token_sha)") {
+  if (!fs::exists(serve_binary())) {
+    WARN("SKIP: the serve binary is not built: " << serve_binary().string());
+    return;
+  }
+  if (!have_python_openai()) {
+    WARN("SKIP: python3 has no openai package");
+    return;
+  }
+  std::vector<std::string> skipped;
+  auto const models = tiny_fixtures_with_tokenizer(skipped);
+  for (auto const& s : skipped) WARN("SKIP tiny fixture " << s);
+  if (models.empty()) {
+    WARN("SKIP: no fixtures/*/tiny*.gguf carries a tokenizer");
+    return;
+  }
+  int served = 0;
+  for (auto const& m : models) {
+    INFO(m.string());
+    live_server s({m.string(), "--parallel", "8", "--context", "512", "--threads", "2",
+                   "--prompt-cache-gib", "0.01"});
+    if (!s.wait_ready(std::chrono::seconds(120))) {
+      auto const log = s.log();
+      if (log.find("no CPU forward for architecture") != std::string::npos) {
+        WARN("SKIP " << m.string() << ": its family has no CPU entry yet:\n" << log);
+        continue;
+      }
+      FAIL("serve did not start on " << m.string() << ":\n" << log);
+    }
+    int rc = 0;
+    auto const out = run_capture("python3 " TF_SOURCE_DIR "/tests/serve/openai_client_check.py " +
+                                     s.base() + " concurrent 8 8",
+                                 rc);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(out.find("\nok") != std::string::npos);
+    CHECK(s.stop() == 0);
+    check_census(s.log());
+    ++served;
+  }
+  if (served == 0) WARN("SKIP: no tiny fixture's family has a CPU entry");
+}
 
 TEST_CASE("the openai client and curl against the live server on the real model") {
   if (!real_model_ready()) return;
@@ -225,6 +299,98 @@ TEST_CASE("the serve check: --parallel 4, 8 concurrent greedy requests on the re
   int rc = 0;
   auto const out = run_capture("python3 " TF_SOURCE_DIR "/tests/serve/openai_client_check.py " +
                                    s.base() + " concurrent 8 4",
+                               rc);
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(out.find("\nok") != std::string::npos);
+  CHECK(s.stop() == 0);
+  check_census(s.log());
+}
+
+namespace {
+
+/// One greedy /v1/completions reply as JSON (status 200 required).
+nlohmann::json complete(int port, std::string const& prompt, int max_tokens) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(300);
+  nlohmann::json body = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
+  auto r = c.Post("/v1/completions", body.dump(), "application/json");
+  REQUIRE(r);
+  INFO(r->body);
+  REQUIRE(r->status == 200);
+  return nlohmann::json::parse(r->body);
+}
+
+nlohmann::json load_of(int port) {
+  httplib::Client c("127.0.0.1", port);
+  auto r = c.Get("/v1/load");
+  REQUIRE(r);
+  REQUIRE(r->status == 200);
+  return nlohmann::json::parse(r->body);
+}
+
+/// tf_prompt_tokens_total: prompt tokens the forward ran (tokens reused from the store are not).
+std::uint64_t prompt_tokens_run(int port) {
+  httplib::Client c("127.0.0.1", port);
+  auto r = c.Get("/metrics");
+  REQUIRE(r);
+  std::smatch m;
+  std::regex const line(R"(tf_prompt_tokens_total (\d+))");
+  REQUIRE(std::regex_search(r->body, m, line));
+  return std::stoull(m[1]);
+}
+
+}  // namespace
+
+TEST_CASE("the prompt store on the real model: kept after finish, resumed == fresh") {
+  if (!real_model_ready()) return;
+  live_server s(
+      {"--parallel", "2", "--context", "2048", "--threads", "2", "--prompt-cache-gib", "0.25"});
+  REQUIRE(s.wait_ready(std::chrono::seconds(180)));
+  std::smatch m;
+  auto const log = s.log();
+  INFO(log);
+  REQUIRE(std::regex_search(log, m, std::regex(R"(prompt_cache_budget_bytes (\d+))")));
+  auto const budget = std::stoull(m[1]);
+  CHECK(budget > 0);
+  std::string prompt;
+  for (int i = 0; i < 40; ++i)
+    prompt += "The quick brown fox jumps over the lazy dog number " + std::to_string(i) + ". ";
+  auto const run0 = prompt_tokens_run(s.port());
+  auto const fresh = complete(s.port(), prompt, 8);
+  auto const run1 = prompt_tokens_run(s.port());
+  auto const prompt_len = fresh.at("usage").at("prompt_tokens").get<std::uint64_t>();
+  REQUIRE(prompt_len > 256);  // at least one whole page to keep
+  CHECK(run1 - run0 == prompt_len);
+  // The finished request's whole prompt pages stay in the store, within the budget.
+  auto const after = load_of(s.port());
+  INFO(after.dump());
+  auto const store = after.at("pages").at("store").get<std::uint64_t>();
+  CHECK(store >= 1);
+  CHECK(after.at("pages").at("held").get<std::uint64_t>() == 0);
+  // The same prompt again resumes from the store: fewer prompt tokens run, the same reply.
+  auto const resumed = complete(s.port(), prompt, 8);
+  auto const run2 = prompt_tokens_run(s.port());
+  CHECK(run2 - run1 < prompt_len);
+  CHECK(run2 - run1 >= 1);
+  CHECK(resumed.at("tf").at("token_sha") == fresh.at("tf").at("token_sha"));
+  CHECK(resumed.at("choices")[0].at("text") == fresh.at("choices")[0].at("text"));
+  CHECK(s.stop() == 0);
+  check_census(s.log());
+}
+
+TEST_CASE(
+    "the serve check at --parallel 8: 8 concurrent greedy requests == solo on the real model") {
+  if (!real_model_ready()) return;
+  if (!have_python_openai()) {
+    WARN("SKIP: python3 has no openai package");
+    return;
+  }
+  live_server s({"--parallel", "8", "--context", "2048", "--threads", "2"});
+  REQUIRE(s.wait_ready(std::chrono::seconds(180)));
+  int rc = 0;
+  auto const out = run_capture("python3 " TF_SOURCE_DIR "/tests/serve/openai_client_check.py " +
+                                   s.base() + " concurrent 8 8",
                                rc);
   INFO(out);
   CHECK(rc == 0);
@@ -320,4 +486,35 @@ TEST_CASE("bounded load on the toy model: 300 requests, 16 clients, oversize and
   CHECK(r->status == 200);
   CHECK(s.stop() == 0);
   check_census(s.log());
+}
+
+TEST_CASE(
+    "--reserve-gib sets the reserve the budget keeps back; too large or not a number is refused") {
+  if (!fs::exists(serve_binary())) {
+    WARN("SKIP: the serve binary is not built: " << serve_binary().string());
+    return;
+  }
+  {
+    live_server s(
+        {"--toy", "--parallel", "2", "--context", "256", "--threads", "1", "--reserve-gib", "0.5"});
+    REQUIRE(s.wait_ready(std::chrono::seconds(60)));
+    CHECK(s.stop() == 0);
+    INFO(s.log());
+    CHECK(s.log().find("a 0.5 GiB reserve") != std::string::npos);
+  }
+  {
+    live_server s({"--toy", "--parallel", "2", "--context", "256", "--threads", "1",
+                   "--reserve-gib", "1000000"});
+    CHECK_FALSE(s.wait_ready(std::chrono::seconds(60)));
+    CHECK(s.stop() == 1);
+    INFO(s.log());
+    CHECK(s.log().find("1000000.0 GiB reserve") != std::string::npos);
+  }
+  {
+    live_server s({"--toy", "--reserve-gib", "lots"});
+    CHECK_FALSE(s.wait_ready(std::chrono::seconds(60)));
+    CHECK(s.stop() == 1);
+    INFO(s.log());
+    CHECK(s.log().find("--reserve-gib: 'lots' is not a GiB count") != std::string::npos);
+  }
 }

@@ -2,6 +2,7 @@
 /// A family's CPU forward behind the lane host: any cpu_entry's forward as a batched_model, and
 /// the text codec every GGUF family shares (its tokenizer, chat template, end-of-generation stops).
 #include <families/common/cpu_entry.hpp>
+#include <tf/error.hpp>
 #include <tf/serve/lane_host.hpp>
 #include <tf/tokenizer/chat_template.hpp>
 #include <tf/tokenizer/tokenizer.hpp>
@@ -40,14 +41,17 @@ class forward_model {
   std::vector<families::batch_row> rows_;
 };
 
-/// Text for a GGUF model: its tokenizer and the file's chat template (the built-in Gemma 3
-/// template when the file has none).
+/// Text for a GGUF model: its tokenizer and the file's chat template. A file without one gets the
+/// built-in Gemma 3 template only when `gemma_fallback` (other families' turns differ); otherwise
+/// chat requests are refused and plain completions still work.
 class text_codec {
  public:
-  text_codec(tokenizer::tokenizer tok, std::string id, std::string chat_template = {})
+  text_codec(tokenizer::tokenizer tok, std::string id, std::string chat_template = {},
+             bool gemma_fallback = true)
       : tok_(std::move(tok)),
         id_(std::move(id)),
-        template_(tokenizer::chat_template_or_fallback(chat_template)) {
+        template_(gemma_fallback ? std::string(tokenizer::chat_template_or_fallback(chat_template))
+                                 : chat_template) {
     auto const& v = tok_.vocab();
     if (v.bos >= 0 && static_cast<std::size_t>(v.bos) < v.size()) bos_text_ = v.tokens[v.bos];
     if (v.eos >= 0 && static_cast<std::size_t>(v.eos) < v.size()) eos_text_ = v.tokens[v.eos];
@@ -58,6 +62,8 @@ class text_codec {
   std::string piece(std::int32_t t) const { return tok_.token_to_piece(t); }
   /// The chat template's text for `messages`, with the generation prompt.
   std::string render_chat(nlohmann::json const& messages) const {
+    if (template_.empty())
+      throw error("tf: {} has no tokenizer.chat_template: use /v1/completions with a prompt", id_);
     nlohmann::json opts = {
         {"add_generation_prompt", true}, {"bos_token", bos_text_}, {"eos_token", eos_text_}};
     return tokenizer::render_chat(template_, messages, opts);
