@@ -2,15 +2,19 @@
 /// The built-in families: one line each. A new family adds its folder and one line here.
 #include <families/gemma/gemma3.hpp>
 #include <families/glm/glm4.hpp>
+#include <families/glm/glm4_moe.hpp>
 #include <families/nemotron/nemotron_h.hpp>
 #include <families/qwen/qwen3.hpp>
+#include <families/qwen/qwen3_moe.hpp>
 #include <tf/registry.hpp>
 
 namespace tf::families {
 
-using builtin = registry<gemma::gemma3,  //
-                         qwen::qwen3,    //
-                         glm::glm4,      //
+using builtin = registry<gemma::gemma3,    //
+                         qwen::qwen3,      //
+                         qwen::qwen3_moe,  //
+                         glm::glm4,        //
+                         glm::glm4_moe,    //
                          nemotron::nemotron_h>;
 
 /// Calls `f(hana::type_c<Family>)` for the built-in family answering `arch`.
