@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <httplib.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -317,17 +318,20 @@ TEST_CASE("over the connection cap: 503 with Retry-After, and served again once 
   }
   CHECK(ok_before == 0);
   // The idle connections are closed: the cap frees and requests are served again.
-  int status = 0;
+  // A worker may still hold a closed socket for a moment, so a retry can be refused too.
+  int status = 0, refused = 1;
   for (int i = 0; i < 100 && status != 200; ++i) {
     auto c = s.client();
     auto r = c.Get("/v1/models");
     status = r ? r->status : -1;
+    refused += status == 503;
     if (status != 200) std::this_thread::sleep_for(50ms);
   }
   CHECK(status == 200);
   auto m = s.client().Get("/metrics");
   REQUIRE(m);
-  CHECK(m->body.find("tf_requests_rejected_total{reason=\"too_many_connections\"} 1") !=
+  CHECK(m->body.find(fmt::format(
+            "tf_requests_rejected_total{{reason=\"too_many_connections\"}} {}\n", refused)) !=
         std::string::npos);
 }
 
