@@ -371,7 +371,12 @@ TEST_CASE("over HTTP: 8 concurrent greedy replies equal solo; load stays within 
   poller.join();
   CHECK(max_running <= 4);
   CHECK(max_running >= 1);
+  // A reply can reach the client a round before the lane retires its stream.
   auto load = json::parse(s.client().Get("/v1/load")->body);
+  for (int i = 0; i < 100 && load["running"] != 0; ++i) {
+    std::this_thread::sleep_for(20ms);
+    load = json::parse(s.client().Get("/v1/load")->body);
+  }
   CHECK(load["max_running_seen"].get<int>() <= 4);
   CHECK(load["pages"]["held"] == 0);
   CHECK(s.server->backend()->count().balanced());

@@ -362,8 +362,13 @@ TEST_CASE("the prompt store on the real model: kept after finish, resumed == fre
   auto const prompt_len = fresh.at("usage").at("prompt_tokens").get<std::uint64_t>();
   REQUIRE(prompt_len > 256);  // at least one whole page to keep
   CHECK(run1 - run0 == prompt_len);
-  // The finished request's whole prompt pages stay in the store, within the budget.
-  auto const after = load_of(s.port());
+  // The finished request's whole prompt pages stay in the store, within the budget. The reply
+  // reaches the client before the lane retires the stream at its next round, so wait for that.
+  auto after = load_of(s.port());
+  for (int i = 0; i < 100 && after.at("running").get<int>() != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    after = load_of(s.port());
+  }
   INFO(after.dump());
   auto const store = after.at("pages").at("store").get<std::uint64_t>();
   CHECK(store >= 1);
