@@ -15,7 +15,7 @@ namespace {
 std::string const tiny = std::string(TF_FIXTURES_DIR) + "/glm/tiny45";
 
 void check_tiny(glm::glm4_moe_hparams const& hp) {
-  CHECK(hp.vocab_size == 512);
+  CHECK(hp.vocab_size == 1200);
   CHECK(hp.hidden_size == 64);
   CHECK(hp.intermediate_size == 128);
   CHECK(hp.moe_intermediate_size == 32);
