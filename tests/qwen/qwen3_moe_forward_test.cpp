@@ -4,17 +4,12 @@
 #include <families/cpu_entries.hpp>
 #include <families/qwen/qwen3_moe_entry.hpp>
 #include <families/qwen/qwen3_moe_load.hpp>
+#include <tests/common/hf_oracle.hpp>
 #include <tf/model/gguf.hpp>
 
 #include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <fstream>
-#include <iterator>
-#include <numeric>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,76 +17,16 @@
 namespace qwen = tf::families::qwen;
 using tf::families::batch_row;
 using tf::model::model_file;
+using tf::test::max_abs_diff;
 
 namespace {
 
 std::string const tiny = std::string(TF_FIXTURES_DIR) + "/qwen/tiny_moe";
 
-struct oracle {
-  int vocab = 0;
-  std::vector<std::vector<std::int32_t>> prompts, greedy;
-  std::vector<std::vector<float>> logits;  // per prompt [T, vocab]
-  nlohmann::json routing;                  // per prompt: layer -> [T][k] experts picked
-};
-
-oracle const& load_oracle() {
-  static oracle o = [] {
-    oracle r;
-    std::ifstream js(tiny + "/expected.json");
-    REQUIRE(js.good());
-    auto j = nlohmann::json::parse(js);
-    r.vocab = j.at("vocab_size").get<int>();
-    std::ifstream bin(tiny + "/logits.bin", std::ios::binary);
-    std::vector<char> raw((std::istreambuf_iterator<char>(bin)), std::istreambuf_iterator<char>());
-    std::size_t off = 0;
-    for (auto const& p : j.at("prompts")) {
-      r.prompts.push_back(p.at("prompt").get<std::vector<std::int32_t>>());
-      r.greedy.push_back(p.at("greedy").get<std::vector<std::int32_t>>());
-      r.routing.push_back(p.at("experts"));
-      std::vector<float> l(r.prompts.back().size() * static_cast<std::size_t>(r.vocab));
-      REQUIRE(off + l.size() * 4 <= raw.size());
-      std::memcpy(l.data(), raw.data() + off, l.size() * 4);
-      off += l.size() * 4;
-      r.logits.push_back(std::move(l));
-    }
-    REQUIRE(off == raw.size());
-    return r;
-  }();
-  return o;
-}
-
-float max_abs_diff(std::span<float const> a, std::span<float const> b) {
-  REQUIRE(a.size() == b.size());
-  float m = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
-  return m;
-}
-
-std::int32_t argmax(std::span<float const> l) {
-  return static_cast<std::int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
-}
-
-struct stream {
-  qwen::qwen3_moe_forward& fwd;
-  std::vector<std::int32_t> pages;
-  std::int32_t pos = 0;
-
-  explicit stream(qwen::qwen3_moe_forward& f)
-      : fwd(f), pages(static_cast<std::size_t>(f.kv().num_pages)) {
-    std::iota(pages.begin(), pages.end(), 0);
-  }
-  std::vector<float> feed(std::span<std::int32_t const> toks, bool all) {
-    batch_row row{toks, pos, pages, all};
-    std::vector<float> out(static_cast<std::size_t>(
-        qwen::qwen3_moe_forward::logits_rows({&row, 1}) * fwd.vocab_size()));
-    fwd.forward({&row, 1}, out.data());
-    pos += static_cast<std::int32_t>(toks.size());
-    return out;
-  }
-};
+using stream = tf::test::stream<qwen::qwen3_moe_forward>;
 
 void check_against_oracle(std::string const& path, float tol) {
-  auto const& o = load_oracle();
+  auto const& o = tf::test::hf_oracle_at(tiny);
   auto file = model_file::open(path);
   auto w = qwen::load_moe_weights(file);
   CHECK(w.hp.vocab_size == o.vocab);
@@ -109,13 +44,7 @@ void check_against_oracle(std::string const& path, float tol) {
     INFO(path << " prompt " << p << " max |tf - transformers| = " << err << " (tolerance " << tol
               << ")");
     CHECK(err <= tol);
-    std::vector<std::int32_t> got;
-    std::vector<float> cur(all.end() - o.vocab, all.end());
-    for (std::size_t i = 0; i < o.greedy[p].size(); ++i) {
-      auto t = argmax(cur);
-      got.push_back(t);
-      cur = s.feed({&t, 1}, false);
-    }
+    auto got = s.greedy(all, o.greedy[p].size());
     CHECK(got.size() == 16);
     CHECK(got == o.greedy[p]);
   }
@@ -124,9 +53,9 @@ void check_against_oracle(std::string const& path, float tol) {
 }  // namespace
 
 TEST_CASE("the tiny Qwen3-MoE prompts route tokens to more than one expert set") {
-  auto const& o = load_oracle();
-  for (auto const& r : o.routing)
-    for (auto const& [layer, picks] : r.items()) {
+  auto const& o = tf::test::hf_oracle_at(tiny);
+  for (auto const& e : o.entries)
+    for (auto const& [layer, picks] : e.at("experts").items()) {
       std::set<std::vector<int>> sets;
       for (auto const& t : picks) {
         auto v = t.get<std::vector<int>>();
@@ -147,29 +76,18 @@ TEST_CASE("tiny Qwen3-MoE, HF safetensors: logits within 1e-4 of transformers, g
 }
 
 TEST_CASE("tiny Qwen3-MoE, Q8_0 GGUF: logits within 0.25 of transformers, top-1 at >= 90%") {
-  auto const& o = load_oracle();
+  auto const& o = tf::test::hf_oracle_at(tiny);
   auto file = model_file::open(tiny + "/tiny-q8_0.gguf");
   qwen::qwen3_moe_forward fwd(qwen::load_moe_weights(file), {64, 4}, 1);
-  float worst = 0;
-  int agree = 0, total = 0;
-  for (std::size_t p = 0; p < o.prompts.size(); ++p) {
-    stream s(fwd);
-    auto all = s.feed(o.prompts[p], true);
-    worst = std::max(worst, max_abs_diff(all, o.logits[p]));
-    auto const V = static_cast<std::size_t>(o.vocab);
-    for (std::size_t t = 0; t < o.prompts[p].size(); ++t) {
-      agree += argmax(std::span<float const>(all).subspan(t * V, V)) ==
-               argmax(std::span<float const>(o.logits[p]).subspan(t * V, V));
-      ++total;
-    }
-  }
-  INFO("Q8_0 max |tf - transformers| = " << worst << ", top-1 agrees at " << agree << "/" << total);
-  CHECK(worst <= 0.25f);  // Q8_0 weights on a random model
-  CHECK(agree >= total * 9 / 10);
+  auto const fit =
+      tf::test::fit_to(o, [&](std::size_t p) { return stream(fwd).feed(o.prompts[p], true); });
+  INFO("Q8_0 " << fit);
+  CHECK(fit.worst <= 0.25f);  // Q8_0 weights on a random model
+  CHECK(fit.agree >= fit.total * 9 / 10);
 }
 
 TEST_CASE("a Qwen3-MoE row's logits do not depend on the batch or the thread count") {
-  auto const& o = load_oracle();
+  auto const& o = tf::test::hf_oracle_at(tiny);
   auto file = model_file::open(tiny + "/tiny-q8_0.gguf");
   auto w = qwen::load_moe_weights(file);
   std::int64_t const V = o.vocab;
