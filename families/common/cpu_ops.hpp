@@ -61,18 +61,34 @@ inline void rmsnorm(float const* x, float const* w, float* out, std::int64_t n, 
   for (std::int64_t i = 0; i < n; ++i) out[i] = (x[i] * inv) * w[i];
 }
 
-/// NeoX RoPE in place on one head of `dim` floats: pairs (i, i + dim/2).
-inline void rope_neox(float* x, std::int64_t dim, double pos, double theta) {
+/// cos (c [dim/2]) and sin (s [dim/2]) of NeoX RoPE's angles pos * theta^(-2i / dim).
+inline void rope_neox_angles(double pos, double theta, std::int64_t dim, float* c, float* s) {
   std::int64_t const half = dim / 2;
   for (std::int64_t i = 0; i < half; ++i) {
     double const inv_freq =
         std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(dim));
     double const a = pos * inv_freq;
-    float const c = static_cast<float>(std::cos(a)), s = static_cast<float>(std::sin(a));
-    float const x0 = x[i], x1 = x[i + half];
-    x[i] = x0 * c - x1 * s;
-    x[i + half] = x1 * c + x0 * s;
+    c[i] = static_cast<float>(std::cos(a));
+    s[i] = static_cast<float>(std::sin(a));
   }
+}
+
+/// NeoX RoPE in place on one head of `dim` floats, pairs (i, i + dim/2), by precomputed angles.
+inline void rope_neox_apply(float* x, std::int64_t dim, float const* c, float const* s) {
+  std::int64_t const half = dim / 2;
+  for (std::int64_t i = 0; i < half; ++i) {
+    float const x0 = x[i], x1 = x[i + half];
+    x[i] = x0 * c[i] - x1 * s[i];
+    x[i + half] = x1 * c[i] + x0 * s[i];
+  }
+}
+
+/// NeoX RoPE in place on one head of `dim` floats: pairs (i, i + dim/2).
+inline void rope_neox(float* x, std::int64_t dim, double pos, double theta) {
+  thread_local std::vector<float> cs;
+  cs.resize(static_cast<std::size_t>(dim));
+  rope_neox_angles(pos, theta, dim, cs.data(), cs.data() + dim / 2);
+  rope_neox_apply(x, dim, cs.data(), cs.data() + dim / 2);
 }
 
 /// gelu with the tanh approximation (PyTorch's "gelu_pytorch_tanh").

@@ -5,6 +5,7 @@
 #include <families/common/forward_rows.hpp>
 #include <families/gemma/detail/cpu_ops.hpp>
 #include <families/gemma/gemma3_weights.hpp>
+#include <kernels/cpu/f16_rows.hpp>
 #include <tf/error.hpp>
 
 #include <algorithm>
@@ -86,6 +87,7 @@ class gemma3_forward {
       }
     });
 
+    rope_angles(n);
     for (int l = 0; l < hp.num_layers; ++l) layer(l, n);
 
     // Final norm and head, only for the tokens that want logits.
@@ -179,8 +181,11 @@ class gemma3_forward {
         std::int32_t const p = pos_[static_cast<std::size_t>(t)];
         std::int32_t const lo = sliding ? std::max(0, p - hp.sliding_window + 1) : 0;
         float const* qh = q_.data() + t * q_dim + hh * hd;
-        for (std::int64_t d = 0; d < hd; ++d)
-          qs[static_cast<std::size_t>(d)] = round_kv<T>(qh[d] * scale);
+        if constexpr (std::is_same_v<T, float>) {
+          for (std::int64_t d = 0; d < hd; ++d) qs[static_cast<std::size_t>(d)] = qh[d] * scale;
+        } else {
+          kernels::cpu::f16_rows::scale_round(qh, scale, qs.data(), hd);
+        }
         scores.resize(static_cast<std::size_t>(p - lo + 1));
         float mx = -std::numeric_limits<float>::infinity();
         for (std::int32_t j = lo; j <= p; ++j) {
@@ -200,26 +205,51 @@ class gemma3_forward {
         for (std::int32_t j = lo; j <= p; ++j) {
           T const* vh = V + kv_at(static_cast<std::size_t>(t), j) + kvh * hd;
           float const pj = round_kv<T>(scores[static_cast<std::size_t>(j - lo)] * inv);
-          for (std::int64_t d = 0; d < hd; ++d) out[d] += pj * to_f32(vh[d]);
+          if constexpr (std::is_same_v<T, float>) {
+            for (std::int64_t d = 0; d < hd; ++d) out[d] += pj * vh[d];
+          } else {
+            kernels::cpu::f16_rows::axpy(pj, vh, out, hd);
+          }
         }
       }
     });
   }
 
-  void rope(float* x, std::int64_t hd, double pos, double theta) const {
-    detail::rope_neox(x, hd, pos, theta);
+  // cos | sin of every token's RoPE angles, [n, head_dim] per layer kind (0: sliding, 1: global).
+  void rope_angles(std::int64_t n) {
+    auto const& hp = w_.hp;
+    std::int64_t const hd = hp.head_dim;
+    for (int kind = 0; kind < 2; ++kind) {
+      double const theta = kind == 0 ? hp.rope_theta_local : hp.rope_theta_global;
+      double const pos_scale = kind == 0 ? 1.0 : 1.0 / static_cast<double>(hp.rope_scaling_factor);
+      auto& cs = rope_cs_[kind];
+      cs.resize(static_cast<std::size_t>(n * hd));
+      for (std::int64_t t = 0; t < n; ++t) {
+        double const pos = static_cast<double>(pos_[static_cast<std::size_t>(t)]) * pos_scale;
+        detail::rope_neox_angles(pos, theta, hd, cs.data() + t * hd, cs.data() + t * hd + hd / 2);
+      }
+    }
   }
 
-  float gelu_of(float x) const {
-    if (kv_.dtype == kv_dtype::f32) return detail::gelu_tanh(x);
-    if (x <= -10.0f) return 0.0f;
-    if (x >= 10.0f) return x;
-    float const xr = kernels::cpu::fp16_to_fp32(kernels::cpu::fp32_to_fp16(x));
-    return kernels::cpu::fp16_to_fp32(kernels::cpu::fp32_to_fp16(detail::gelu_tanh(xr)));
+  // GeGLU as llama.cpp's f16 path rounds it: by table, built once per process.
+  static kernels::cpu::f16_rows::gelu_f16_table<detail::gelu_tanh> const& gelu_f16() {
+    static kernels::cpu::f16_rows::gelu_f16_table<detail::gelu_tanh> const table;
+    return table;
   }
 
-  static float to_f32(float v) { return v; }
-  static float to_f32(std::uint16_t v) { return kernels::cpu::fp16_to_fp32(v); }
+  // g [n, ff] = gelu(g) * u, across the pool by tokens.
+  void geglu(std::int64_t n, std::int64_t ff) {
+    pool_->parallel_for(n, [&](std::int64_t t0, std::int64_t t1) {
+      float* g = g_.data() + t0 * ff;
+      float const* u = u_.data() + t0 * ff;
+      std::int64_t const m = (t1 - t0) * ff;
+      if (kv_.dtype == kv_dtype::f16) {
+        gelu_f16().mul(g, u, g, m);
+      } else {
+        for (std::int64_t i = 0; i < m; ++i) g[i] = detail::gelu_tanh(g[i]) * u[i];
+      }
+    });
+  }
   template <class T>
   static float round_kv(float v) {
     if constexpr (std::is_same_v<T, float>)
@@ -231,12 +261,7 @@ class gemma3_forward {
     return detail::dot_f32(q, k, n);
   }
   static float dot_kv(float const* q, std::uint16_t const* k, std::int64_t n) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    std::int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-      for (int j = 0; j < 8; ++j) acc[j] += q[i + j] * kernels::cpu::fp16_to_fp32(k[i + j]);
-    for (int j = 0; i < n; ++i, ++j) acc[j] += q[i] * kernels::cpu::fp16_to_fp32(k[i]);
-    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    return kernels::cpu::f16_rows::dot(q, k, n);
   }
 
   void layer(int li, std::int64_t n) {
@@ -247,8 +272,7 @@ class gemma3_forward {
     std::int64_t const q_dim = hd * nh, kv_dim = hd * nkv;
     float const eps = hp.rms_norm_eps;
     bool const sliding = hp.is_sliding(li);
-    double const theta = sliding ? hp.rope_theta_local : hp.rope_theta_global;
-    double const pos_scale = sliding ? 1.0 : 1.0 / static_cast<double>(hp.rope_scaling_factor);
+    auto const& cs = rope_cs_[sliding ? 0 : 1];
 
     for (std::int64_t t = 0; t < n; ++t)
       detail::rmsnorm(x_.data() + t * h, L.attn_norm.data(), xn_.data() + t * h, h, eps);
@@ -258,17 +282,18 @@ class gemma3_forward {
 
     // Per-head q/k norms, RoPE, then K/V into the pages.
     for (std::int64_t t = 0; t < n; ++t) {
-      double const pos = static_cast<double>(pos_[static_cast<std::size_t>(t)]) * pos_scale;
+      float const* c = cs.data() + t * hd;
+      float const* sn = c + hd / 2;
       for (std::int64_t hh = 0; hh < nh; ++hh) {
         float* qh = q_.data() + t * q_dim + hh * hd;
         detail::rmsnorm(qh, L.q_norm.data(), qh, hd, eps);
-        rope(qh, hd, pos, theta);
+        detail::rope_neox_apply(qh, hd, c, sn);
       }
       std::size_t const at = kv_at(static_cast<std::size_t>(t), pos_[static_cast<std::size_t>(t)]);
       for (std::int64_t hh = 0; hh < nkv; ++hh) {
         float* kh = kk_.data() + t * kv_dim + hh * hd;
         detail::rmsnorm(kh, L.k_norm.data(), kh, hd, eps);
-        rope(kh, hd, pos, theta);
+        detail::rope_neox_apply(kh, hd, c, sn);
       }
       float const* ks = kk_.data() + t * kv_dim;
       float const* vs = vv_.data() + t * kv_dim;
@@ -278,10 +303,8 @@ class gemma3_forward {
       } else {
         auto* kd = k16_[static_cast<std::size_t>(li)].data() + at;
         auto* vd = v16_[static_cast<std::size_t>(li)].data() + at;
-        for (std::int64_t i = 0; i < kv_dim; ++i) {
-          kd[i] = kernels::cpu::fp32_to_fp16(ks[i]);
-          vd[i] = kernels::cpu::fp32_to_fp16(vs[i]);
-        }
+        kernels::cpu::f16_rows::to_f16(ks, kd, kv_dim);
+        kernels::cpu::f16_rows::to_f16(vs, vd, kv_dim);
       }
     }
 
@@ -302,9 +325,7 @@ class gemma3_forward {
     }
     detail::matmul(*pool_, L.gate, xn_.data(), g_.data(), n);
     detail::matmul(*pool_, L.up, xn_.data(), u_.data(), n);
-    for (std::int64_t i = 0; i < n * ff; ++i)
-      g_[static_cast<std::size_t>(i)] =
-          gelu_of(g_[static_cast<std::size_t>(i)]) * u_[static_cast<std::size_t>(i)];
+    geglu(n, ff);
     detail::matmul(*pool_, L.down, g_.data(), xn_.data(), n);
     for (std::int64_t t = 0; t < n; ++t) {
       float* x = x_.data() + t * h;
@@ -325,6 +346,7 @@ class gemma3_forward {
   std::vector<std::int32_t> tok_, pos_, row_of_;
   std::vector<std::int64_t> out_tok_;
   std::vector<float> x_, xn_, q_, att_, kk_, vv_, g_, u_, hn_;
+  std::vector<float> rope_cs_[2];
 };
 
 }  // namespace tf::families::gemma

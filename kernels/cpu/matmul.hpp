@@ -4,6 +4,7 @@
 /// call of one dot routine, so results do not depend on the thread count or on the batch size.
 #include <kernels/cpu/cpu_features.hpp>
 #include <kernels/cpu/quantize.hpp>
+#include <kernels/cpu/quantize_x86.hpp>
 #include <kernels/cpu/thread_pool.hpp>
 #include <kernels/cpu/vec_dot.hpp>
 #include <kernels/cpu/vec_dot_x86.hpp>
@@ -204,27 +205,37 @@ inline std::int64_t act_row_bytes(tf::model::tensor_type t, std::int64_t k) {
   return 0;
 }
 
+/// Quantizes row r of x [b, k] for weight type `t` into `dst` [act_row_bytes(t, k)] bytes; every
+/// path writes the same bytes.
+inline void quantize_activation_row(tf::model::tensor_type t, const float* x, std::int64_t k,
+                                    std::uint8_t* dst, isa path = default_isa()) {
+  switch (act_format_of(t)) {
+    case act_format::f32:
+      std::memcpy(dst, x, static_cast<std::size_t>(k * 4));
+      return;
+    case act_format::q8_0:
+#if TF_KERNELS_X86
+      if (path != isa::portable)
+        return avx2::quantize_row_q8_0(x, reinterpret_cast<block_q8_0*>(dst), k);
+#endif
+      return quantize_row_q8_0(x, reinterpret_cast<block_q8_0*>(dst), k);
+    case act_format::q8_1:
+      return quantize_row_q8_1(x, reinterpret_cast<block_q8_1*>(dst), k);
+    case act_format::q8_k:
+#if TF_KERNELS_X86
+      if (path != isa::portable)
+        return avx2::quantize_row_q8_k(x, reinterpret_cast<block_q8_k*>(dst), k);
+#endif
+      return quantize_row_q8_k(x, reinterpret_cast<block_q8_k*>(dst), k);
+  }
+  (void)path;
+}
+
 /// Quantizes x [b, k] for weight type `t` into `dst` [b, act_row_bytes(t, k)] bytes.
 inline void quantize_activations(tf::model::tensor_type t, const float* x, std::int64_t b,
-                                 std::int64_t k, std::uint8_t* dst) {
+                                 std::int64_t k, std::uint8_t* dst, isa path = default_isa()) {
   const std::int64_t rb = act_row_bytes(t, k);
-  for (std::int64_t r = 0; r < b; ++r) {
-    std::uint8_t* d = dst + r * rb;
-    switch (act_format_of(t)) {
-      case act_format::f32:
-        std::memcpy(d, x + r * k, static_cast<std::size_t>(rb));
-        break;
-      case act_format::q8_0:
-        quantize_row_q8_0(x + r * k, reinterpret_cast<block_q8_0*>(d), k);
-        break;
-      case act_format::q8_1:
-        quantize_row_q8_1(x + r * k, reinterpret_cast<block_q8_1*>(d), k);
-        break;
-      case act_format::q8_k:
-        quantize_row_q8_k(x + r * k, reinterpret_cast<block_q8_k*>(d), k);
-        break;
-    }
-  }
+  for (std::int64_t r = 0; r < b; ++r) quantize_activation_row(t, x + r * k, k, dst + r * rb, path);
 }
 
 /// y = x W^T on `pool`, over weight rows in static chunks, with the dot routines of `path`.
@@ -250,8 +261,16 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   if (!float_act) {
     if (scratch.size() < static_cast<std::size_t>(arb * p.b))
       scratch.resize(static_cast<std::size_t>(arb * p.b));
-    quantize_activations(p.w_type, p.x, p.b, p.k, scratch.data());
-    xq = scratch.data();
+    std::uint8_t* dst = scratch.data();
+    if (p.b == 1) {
+      quantize_activation_row(p.w_type, p.x, p.k, dst, path);
+    } else {
+      pool.parallel_for(p.b, [&](std::int64_t r0, std::int64_t r1) {
+        for (std::int64_t r = r0; r < r1; ++r)
+          quantize_activation_row(p.w_type, p.x + r * p.k, p.k, dst + r * arb, path);
+      });
+    }
+    xq = dst;
   }
   const auto* w = static_cast<const std::uint8_t*>(p.w);
   thread_local std::vector<const void*> rows;

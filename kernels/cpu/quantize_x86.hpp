@@ -1,0 +1,88 @@
+#pragma once
+/// AVX2 activation quantizers that give exactly the bytes of the scalar ones in quantize.hpp
+/// (same max, same scale, std::lround's half-away-from-zero rounding), only faster.
+#include <kernels/cpu/quantize.hpp>
+#include <kernels/cpu/vec_dot_x86.hpp>
+
+#include <cstdint>
+
+#if TF_KERNELS_X86
+namespace tf::kernels::cpu::avx2 {
+
+#define TF_QX86_FN __attribute__((target("avx2,fma,f16c"))) inline
+
+// std::lround of 8 floats of magnitude < 2^23: truncate, then step away from zero when the
+// (exact) remainder is at least one half.
+TF_QX86_FN __m256i lround8(__m256 v) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256 rem = _mm256_and_ps(_mm256_sub_ps(v, t), abs_mask);
+  const __m256 step = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_andnot_ps(abs_mask, v));
+  const __m256 up = _mm256_cmp_ps(rem, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+  return _mm256_cvttps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, step)));
+}
+
+TF_QX86_FN float hmax8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 0x55));
+  return _mm_cvtss_f32(m);
+}
+
+// max |x| over 32 floats at x (NaN ignored, as std::fmax does).
+TF_QX86_FN float amax32(const float* x) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 m = _mm256_setzero_ps();
+  for (int j = 0; j < 32; j += 8)
+    m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + j), abs_mask), m);
+  return hmax8(m);
+}
+
+// 32 floats times id, rounded, saturated to int8, in order.
+TF_QX86_FN __m256i quantize32(const float* x, float id) {
+  const __m256 s = _mm256_set1_ps(id);
+  const __m256i a = lround8(_mm256_mul_ps(_mm256_loadu_ps(x), s));
+  const __m256i b = lround8(_mm256_mul_ps(_mm256_loadu_ps(x + 8), s));
+  const __m256i c = lround8(_mm256_mul_ps(_mm256_loadu_ps(x + 16), s));
+  const __m256i d = lround8(_mm256_mul_ps(_mm256_loadu_ps(x + 24), s));
+  // The two packs interleave 128-bit lanes; the permute puts the 4-byte groups back in order.
+  const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+  return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+TF_QX86_FN void quantize_row_q8_0(const float* x, block_q8_0* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n / qk32; ++i) {
+    const float* xb = x + i * qk32;
+    const float d = amax32(xb) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = fp32_to_fp16(d);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[i].qs), quantize32(xb, id));
+  }
+}
+
+TF_QX86_FN void quantize_row_q8_k(const float* x, block_q8_k* y, std::int64_t n) {
+  const __m256i lo = _mm256_set1_epi8(-127), ones = _mm256_set1_epi8(1);
+  for (std::int64_t i = 0; i < n / qk256; ++i) {
+    const float* xb = x + i * qk256;
+    float amax = 0.0f;
+    for (int j = 0; j < qk256; j += 32) amax = std::fmax(amax, amax32(xb + j));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = d;
+    for (int j = 0; j < qk256; j += 32) {
+      const __m256i q = _mm256_max_epi8(quantize32(xb + j, id), lo);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[i].qs + j), q);
+      // Sums of 16 bytes: pairs, then quads, then the two 16-byte halves' quads folded.
+      const __m256i quads = _mm256_madd_epi16(_mm256_maddubs_epi16(ones, q), _mm256_set1_epi16(1));
+      const __m256i pairs = _mm256_hadd_epi32(quads, quads);  // [a01 a23 a01 a23 | b01 b23 ..]
+      const __m256i sums = _mm256_hadd_epi32(pairs, pairs);   // [a a a a | b b b b]
+      y[i].bsums[j / 16] = static_cast<std::int16_t>(_mm256_extract_epi32(sums, 0));
+      y[i].bsums[j / 16 + 1] = static_cast<std::int16_t>(_mm256_extract_epi32(sums, 4));
+    }
+  }
+}
+
+#undef TF_QX86_FN
+
+}  // namespace tf::kernels::cpu::avx2
+#endif

@@ -1,0 +1,84 @@
+// Tests kernels/cpu/f16_rows.hpp: the F16C row kernels give the scalar ones' bits, and the f16
+// GeGLU table equals rounding gelu's input and output to f16.
+#include <kernels/cpu/f16_rows.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace cpu = tf::kernels::cpu;
+namespace rows = tf::kernels::cpu::f16_rows;
+
+namespace {
+
+float gelu(float x) {
+  return 0.5f * x * (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+
+template <class T>
+bool same_bits(std::vector<T> const& a, std::vector<T> const& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+std::vector<float> normal_floats(std::size_t n, float scale, std::mt19937& gen) {
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(gen);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("f16 row kernels give the scalar kernels' bits, tails included") {
+  std::mt19937 gen(3);
+  for (std::int64_t n : {8, 13, 256}) {
+    auto const un = static_cast<std::size_t>(n);
+    auto q = normal_floats(un, 1.0f, gen), kf = normal_floats(un, 2.0f, gen);
+    std::vector<std::uint16_t> k(un), k2(un);
+    rows::scalar::to_f16(kf.data(), k.data(), n);
+    rows::to_f16(kf.data(), k2.data(), n);
+    CHECK(same_bits(k, k2));
+
+    std::vector<float> s1(un), s2(un);
+    rows::scalar::scale_round(q.data(), 0.0625f * 1.3f, s1.data(), n);
+    rows::scale_round(q.data(), 0.0625f * 1.3f, s2.data(), n);
+    CHECK(same_bits(s1, s2));
+
+    float const d1 = rows::scalar::dot(s1.data(), k.data(), n),
+                d2 = rows::dot(s1.data(), k.data(), n);
+    CHECK(std::memcmp(&d1, &d2, sizeof d1) == 0);
+
+    auto o1 = normal_floats(un, 1.0f, gen);
+    auto o2 = o1;
+    rows::scalar::axpy(0.37f, k.data(), o1.data(), n);
+    rows::axpy(0.37f, k.data(), o2.data(), n);
+    CHECK(same_bits(o1, o2));
+  }
+}
+
+TEST_CASE("the f16 GeGLU table equals gelu on f16-rounded input, rounded to f16") {
+  rows::gelu_f16_table<gelu> const table;
+  std::mt19937 gen(5);
+  auto g = normal_floats(1003, 4.0f, gen), u = normal_floats(1003, 1.0f, gen);
+  g[0] = -10.0f;
+  g[1] = 10.0f;
+  g[2] = -10.5f;
+  g[3] = 12.25f;
+  g[4] = 0.0f;
+  std::vector<float> want(g.size()), got(g.size());
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    float const x = g[i];
+    float const r = x <= -10.0f  ? 0.0f
+                    : x >= 10.0f ? x
+                                 : rows::scalar::round_f16(gelu(rows::scalar::round_f16(x)));
+    want[i] = r * u[i];
+  }
+  table.mul(g.data(), u.data(), got.data(), static_cast<std::int64_t>(g.size()));
+  CHECK(same_bits(want, got));
+  CHECK(table(10.5f) == 10.5f);
+  CHECK(table(-11.0f) == 0.0f);
+  CHECK(table(1.0f) == rows::scalar::round_f16(gelu(1.0f)));
+}

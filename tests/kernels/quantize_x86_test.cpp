@@ -1,0 +1,104 @@
+// Tests kernels/cpu/quantize_x86.hpp: the AVX2 quantizers write exactly the scalar ones' bytes.
+#include <kernels/cpu/cpu_features.hpp>
+#include <kernels/cpu/quantize_x86.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace cpu = tf::kernels::cpu;
+
+namespace {
+
+// Random rows, with blocks that hit the rounding edge cases: exact halves (x * id lands on
+// k + 0.5), all zeros, one element far larger than the rest, negative maxima.
+std::vector<float> tricky_rows(std::int64_t n, std::mt19937& gen) {
+  std::vector<float> x(static_cast<std::size_t>(n));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> pick(0, 4), small(-127, 127);
+  for (std::int64_t b = 0; b < n / 32; ++b) {
+    float* xb = x.data() + b * 32;
+    switch (pick(gen)) {
+      case 0:  // halves: max 127 gives id 1, so x * id == x exactly
+        for (int j = 0; j < 32; ++j) xb[j] = static_cast<float>(small(gen)) + 0.5f;
+        xb[0] = 127.0f;
+        break;
+      case 1:
+        for (int j = 0; j < 32; ++j) xb[j] = 0.0f;
+        break;
+      case 2:
+        for (int j = 0; j < 32; ++j) xb[j] = normal(gen) * 1e-3f;
+        xb[7] = -40.0f;
+        break;
+      default:
+        for (int j = 0; j < 32; ++j) xb[j] = normal(gen) * 3.0f;
+    }
+  }
+  return x;
+}
+
+#if TF_KERNELS_X86
+__attribute__((target("avx2,fma,f16c"))) void lround_eight(const float* v, int* out) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), cpu::avx2::lround8(_mm256_loadu_ps(v)));
+}
+#endif
+
+bool have_avx2() {
+  return cpu::detected_isa() != cpu::isa::portable;
+}
+
+}  // namespace
+
+#if TF_KERNELS_X86
+TEST_CASE("AVX2 Q8_0 quantization writes the scalar quantizer's bytes") {
+  if (!have_avx2()) {
+    SUCCEED("SKIP: this CPU has no AVX2");
+    return;
+  }
+  std::mt19937 gen(7);
+  for (std::int64_t n : {32, 640, 2048}) {
+    auto x = tricky_rows(n, gen);
+    std::vector<cpu::block_q8_0> a(static_cast<std::size_t>(n / 32)), b(a.size());
+    cpu::quantize_row_q8_0(x.data(), a.data(), n);
+    cpu::avx2::quantize_row_q8_0(x.data(), b.data(), n);
+    REQUIRE(std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0);
+  }
+}
+
+TEST_CASE("AVX2 Q8_K quantization writes the scalar quantizer's bytes, bsums included") {
+  if (!have_avx2()) {
+    SUCCEED("SKIP: this CPU has no AVX2");
+    return;
+  }
+  std::mt19937 gen(11);
+  for (std::int64_t n : {256, 1024, 2048}) {
+    auto x = tricky_rows(n, gen);
+    std::vector<cpu::block_q8_k> a(static_cast<std::size_t>(n / 256)), b(a.size());
+    cpu::quantize_row_q8_k(x.data(), a.data(), n);
+    cpu::avx2::quantize_row_q8_k(x.data(), b.data(), n);
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      CHECK(a[i].d == b[i].d);
+      CHECK(std::memcmp(a[i].qs, b[i].qs, sizeof(a[i].qs)) == 0);
+      CHECK(std::memcmp(a[i].bsums, b[i].bsums, sizeof(a[i].bsums)) == 0);
+    }
+  }
+}
+
+TEST_CASE("lround8 rounds halves away from zero, as std::lround") {
+  if (!have_avx2()) {
+    SUCCEED("SKIP: this CPU has no AVX2");
+    return;
+  }
+  float v[8] = {0.5f, -0.5f, 1.5f, -2.5f, 0.49999997f, -126.5f, 3.0f, -0.0f};
+  int got[8];
+  lround_eight(v, got);
+  for (int i = 0; i < 8; ++i) CHECK(got[i] == std::lround(v[i]));
+}
+#else
+TEST_CASE("AVX2 quantizers: not built on this architecture") {
+  SUCCEED("SKIP: not an x86-64 build");
+}
+#endif
