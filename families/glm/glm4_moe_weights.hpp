@@ -4,6 +4,7 @@
 #include <families/glm/detail/cpu_ops.hpp>
 #include <families/glm/glm4_moe.hpp>
 #include <families/glm/glm4_moe_config.hpp>
+#include <families/glm/glm4_weights.hpp>
 #include <tf/error.hpp>
 #include <tf/model/model_file.hpp>
 #include <tf/model/tensor_type.hpp>
@@ -88,10 +89,7 @@ glm4_moe_weights bind_moe_weights(File const& file, glm4_moe_hparams const& hp, 
     kernels::cpu::dequantize_row(t->type, t->data, w.data(), n);
     return w;
   };
-  if (hp.num_heads <= 0 || hp.num_kv_heads <= 0 || hp.num_heads % hp.num_kv_heads != 0 ||
-      hp.head_dim <= 0 || hp.rope_dims < 0 || hp.rope_dims > hp.head_dim || hp.rope_dims % 2 != 0 ||
-      hp.hidden_size <= 0 || hp.num_layers <= 0 || hp.vocab_size <= 0 ||
-      hp.intermediate_size <= 0 || hp.moe_intermediate_size <= 0 || hp.num_experts <= 0 ||
+  if (!attention_hparams_ok(hp) || hp.moe_intermediate_size <= 0 || hp.num_experts <= 0 ||
       hp.experts_per_tok <= 0 || hp.experts_per_tok > hp.num_experts || hp.n_group <= 0 ||
       hp.num_experts % hp.n_group != 0 || hp.topk_group <= 0 || hp.topk_group > hp.n_group ||
       hp.first_k_dense_replace < 0 || hp.num_shared_experts < 0 ||

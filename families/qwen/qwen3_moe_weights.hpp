@@ -35,35 +35,18 @@ qwen3_moe_weights bind_moe_weights(File const& file, qwen3_moe_hparams const& hp
     throw error("tf: qwen3_moe hparams are inconsistent: {} experts, top-{}, expert ffn {}",
                 hp.num_experts, hp.num_experts_per_tok, hp.moe_intermediate_size);
   // The attention, norms, head and dense layers are Qwen3's; bind them with Qwen3's rules.
-  qwen3_hparams dense = hp;
   using model::tensor_role;
   tensor_binder<File, decltype(qwen3_moe_tensors)> b{file, qwen3_moe_tensors, style, "qwen3_moe"};
-  std::int64_t const h = hp.hidden_size, hd = hp.head_dim, ff = hp.intermediate_size;
+  std::int64_t const h = hp.hidden_size;
   std::int64_t const eff = hp.moe_intermediate_size, ne = hp.num_experts;
-  std::int64_t const q_out = hd * hp.num_heads, kv_out = hd * hp.num_kv_heads;
   qwen3_moe_weights w;
   w.hp = hp;
-  w.embd = b.mat(tensor_role::token_embd, 0, hp.vocab_size, h);
-  auto const* head = b.find(tensor_role::output, 0, true);
-  if (!head && !dense.tie_word_embeddings)
-    throw error("tf: qwen3_moe model lacks the tensor {} and its embeddings are not tied",
-                b.name_of(tensor_role::output, 0));
-  w.output = head && !hp.tie_word_embeddings ? b.mat_of(head, hp.vocab_size, h) : w.embd;
-  w.output_norm = b.norm(tensor_role::output_norm, 0, h);
+  bind_head(w, b, hp);
   for (int i = 0; i < hp.num_layers; ++i) {
     qwen3_moe_layer_weights l;
-    l.attn_norm = b.norm(tensor_role::attn_norm, i, h);
-    l.q_norm = b.norm(tensor_role::attn_q_norm, i, hd);
-    l.k_norm = b.norm(tensor_role::attn_k_norm, i, hd);
-    l.ffn_norm = b.norm(tensor_role::ffn_norm, i, h);
-    l.q = b.mat(tensor_role::attn_q, i, q_out, h);
-    l.k = b.mat(tensor_role::attn_k, i, kv_out, h);
-    l.v = b.mat(tensor_role::attn_v, i, kv_out, h);
-    l.o = b.mat(tensor_role::attn_output, i, h, q_out);
+    bind_attention(l, b, hp, i);
     if (!hp.is_moe(i)) {
-      l.gate = b.mat(tensor_role::ffn_gate, i, ff, h);
-      l.up = b.mat(tensor_role::ffn_up, i, ff, h);
-      l.down = b.mat(tensor_role::ffn_down, i, h, ff);
+      bind_dense_mlp(l, b, hp, i);
       w.layers.push_back(std::move(l));
       continue;
     }
