@@ -6,6 +6,7 @@
 #include <families/gemma/detail/cpu_ops.hpp>
 #include <families/gemma/gemma3_weights.hpp>
 #include <kernels/cpu/f16_rows.hpp>
+#include <kernels/cpu/vec_math.hpp>
 #include <tf/error.hpp>
 
 #include <algorithm>
@@ -98,8 +99,13 @@ class gemma3_forward {
                       hn_.data() + i * h, h, hp.rms_norm_eps);
     detail::matmul(*pool_, w_.output, hn_.data(), logits, m);
     if (hp.final_logit_softcap > 0.0f) {
-      float const c = hp.final_logit_softcap;
-      for (std::int64_t i = 0; i < m * hp.vocab_size; ++i) logits[i] = std::tanh(logits[i] / c) * c;
+      constexpr std::int64_t chunk = 8192;
+      std::int64_t const total = m * hp.vocab_size;
+      pool_->parallel_for((total + chunk - 1) / chunk, [&](std::int64_t c0, std::int64_t c1) {
+        std::int64_t const end = std::min(total, c1 * chunk);
+        kernels::cpu::vec_math::softcap(logits + c0 * chunk, end - c0 * chunk,
+                                        hp.final_logit_softcap);
+      });
     }
   }
 
@@ -246,7 +252,7 @@ class gemma3_forward {
       if (kv_.dtype == kv_dtype::f16) {
         gelu_f16().mul(g, u, g, m);
       } else {
-        for (std::int64_t i = 0; i < m; ++i) g[i] = detail::gelu_tanh(g[i]) * u[i];
+        kernels::cpu::vec_math::gelu_tanh_mul(g, u, g, m);
       }
     });
   }

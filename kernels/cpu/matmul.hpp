@@ -11,6 +11,7 @@
 #include <tf/error.hpp>
 #include <tf/model/tensor_type.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -87,7 +88,30 @@ void rows_by_four(const void* w, const void* const* x, std::int64_t n, std::int6
   for (; r < nr; ++r) F1(wb, xb + r, n, out + r);
 }
 #define TF_ROWS4(ns, fn, W, X) rows_by_four<W, X, ns::fn<4>, ns::fn<1>>
+
+// Eight rows per pass, then four, then one (same arithmetic for every row).
+template <class W, class X, void (*F8)(const W*, const X* const*, std::int64_t, float*),
+          void (*F4)(const W*, const X* const*, std::int64_t, float*),
+          void (*F1)(const W*, const X* const*, std::int64_t, float*)>
+void rows_by_eight(const void* w, const void* const* x, std::int64_t n, std::int64_t nr,
+                   float* out) {
+  const auto* wb = static_cast<const W*>(w);
+  const auto* const* xb = reinterpret_cast<const X* const*>(x);
+  std::int64_t r = 0;
+  for (; r + 8 <= nr; r += 8) F8(wb, xb + r, n, out + r);
+  for (; r + 4 <= nr; r += 4) F4(wb, xb + r, n, out + r);
+  for (; r < nr; ++r) F1(wb, xb + r, n, out + r);
+}
+#define TF_ROWS8_0U(W) \
+  rows_by_eight<W, block_q8_0u, avx512::dot_0u<8, W>, avx512::dot_0u<4, W>, avx512::dot_0u<1, W>>
 #endif
+
+/// Whether (type, path) dots against block_q8_0u rows instead of block_q8_0.
+inline bool unsigned_q8_0_act(tf::model::tensor_type t, isa path) {
+  using tf::model::tensor_type;
+  return TF_KERNELS_X86 && path == isa::avx512 &&
+         (t == tensor_type::q4_0 || t == tensor_type::q5_0 || t == tensor_type::q8_0);
+}
 
 /// The dot routine for (type, path); the `n` it takes is blocks, or elements for float types.
 inline dot_fn dot_for(tf::model::tensor_type t, isa path) {
@@ -97,11 +121,11 @@ inline dot_fn dot_for(tf::model::tensor_type t, isa path) {
   if (path == isa::avx512) {
     switch (t) {
       case tensor_type::q4_0:
-        return TF_ROWS4(avx512, dot_q4_0, block_q4_0, block_q8_0);
+        return TF_ROWS8_0U(block_q4_0);
       case tensor_type::q5_0:
-        return TF_ROWS4(avx512, dot_q5_0, block_q5_0, block_q8_0);
+        return TF_ROWS8_0U(block_q5_0);
       case tensor_type::q8_0:
-        return TF_ROWS4(avx512, dot_q8_0, block_q8_0, block_q8_0);
+        return TF_ROWS8_0U(block_q8_0);
       case tensor_type::q2_k:
         return TF_ROWS4(avx512, dot_q2_k, block_q2_k, block_q8_k);
       case tensor_type::q3_k:
@@ -147,6 +171,7 @@ inline dot_fn dot_for(tf::model::tensor_type t, isa path) {
     }
   }
 #undef TF_ROWS4
+#undef TF_ROWS8_0U
 #else
   (void)path;
 #endif
@@ -251,7 +276,10 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   if (!p.w || !p.x || !p.y) throw tf::error("tf::kernels::cpu::matmul: null w, x or y");
   const detail::dot_fn dot = detail::dot_for(p.w_type, path);
   const bool float_act = act_format_of(p.w_type) == act_format::f32;
-  const std::int64_t arb = act_row_bytes(p.w_type, p.k);
+  const bool unsigned_act = detail::unsigned_q8_0_act(p.w_type, path);
+  const std::int64_t arb = unsigned_act
+                               ? p.k / qk32 * static_cast<std::int64_t>(sizeof(block_q8_0u))
+                               : act_row_bytes(p.w_type, p.k);
   const std::int64_t wrb =
       static_cast<std::int64_t>(tf::model::row_bytes(p.w_type, static_cast<std::uint64_t>(p.k)));
   const std::int64_t dot_n = float_act ? p.k : p.k / tr.block_elems;
@@ -262,12 +290,19 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
     if (scratch.size() < static_cast<std::size_t>(arb * p.b))
       scratch.resize(static_cast<std::size_t>(arb * p.b));
     std::uint8_t* dst = scratch.data();
+    auto quantize = [&](std::int64_t r) {
+      const float* x = p.x + r * p.k;
+      std::uint8_t* d = dst + r * arb;
+      if (!unsigned_act) return quantize_activation_row(p.w_type, x, p.k, d, path);
+#if TF_KERNELS_X86
+      avx2::quantize_row_q8_0u(x, reinterpret_cast<block_q8_0u*>(d), p.k);
+#endif
+    };
     if (p.b == 1) {
-      quantize_activation_row(p.w_type, p.x, p.k, dst, path);
+      quantize(0);
     } else {
       pool.parallel_for(p.b, [&](std::int64_t r0, std::int64_t r1) {
-        for (std::int64_t r = r0; r < r1; ++r)
-          quantize_activation_row(p.w_type, p.x + r * p.k, p.k, dst + r * arb, path);
+        for (std::int64_t r = r0; r < r1; ++r) quantize(r);
       });
     }
     xq = dst;
@@ -277,15 +312,16 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   rows.resize(static_cast<std::size_t>(p.b));
   for (std::int64_t r = 0; r < p.b; ++r) rows[static_cast<std::size_t>(r)] = xq + r * arb;
   const void* const* xr = rows.data();
+  // Activation rows in groups small enough to stay in L1 while every weight row of the chunk is
+  // dotted with them; the weights then stream from L2 once per group.
+  const std::int64_t group = std::max<std::int64_t>(
+      8, std::min<std::int64_t>(64, (24 << 10) / std::max<std::int64_t>(arb, 1)) / 8 * 8);
   pool.parallel_for(p.n, [&](std::int64_t begin, std::int64_t end) {
-    // Activation rows in groups that stay in cache while a weight row is reused for each.
-    constexpr std::int64_t group = 64;
-    float out[group];
-    for (std::int64_t row = begin; row < end; ++row) {
-      const std::uint8_t* wr = w + row * wrb;
-      for (std::int64_t r0 = 0; r0 < p.b; r0 += group) {
-        const std::int64_t nr = p.b - r0 < group ? p.b - r0 : group;
-        dot(wr, xr + r0, dot_n, nr, out);
+    float out[64];
+    for (std::int64_t r0 = 0; r0 < p.b; r0 += group) {
+      const std::int64_t nr = p.b - r0 < group ? p.b - r0 : group;
+      for (std::int64_t row = begin; row < end; ++row) {
+        dot(w + row * wrb, xr + r0, dot_n, nr, out);
         for (std::int64_t r = 0; r < nr; ++r) p.y[(r0 + r) * p.n + row] = out[r];
       }
     }

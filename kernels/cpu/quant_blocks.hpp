@@ -97,6 +97,13 @@ struct block_q6_k {
   std::uint16_t d;                 // fp16 super-block scale
 };
 
+/// Q8_0 as the VNNI dots take it: the scale already widened from its f16 value, and q + 128 as
+/// unsigned bytes (VNNI multiplies unsigned by signed bytes). An activation format only.
+struct block_q8_0u {
+  float d;              // fp16_to_fp32 of the Q8_0 block's f16 scale
+  std::uint8_t qs[32];  // q + 128
+};
+
 /// Q8_K: y = d * q; bsums[j] = sum of qs[16j .. 16j+15] (activation format for K-quant dots).
 struct block_q8_k {
   float d;                         // f32 scale

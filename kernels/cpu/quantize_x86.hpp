@@ -60,6 +60,18 @@ TF_QX86_FN void quantize_row_q8_0(const float* x, block_q8_0* y, std::int64_t n)
   }
 }
 
+TF_QX86_FN void quantize_row_q8_0u(const float* x, block_q8_0u* y, std::int64_t n) {
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (std::int64_t i = 0; i < n / qk32; ++i) {
+    const float* xb = x + i * qk32;
+    const float d = amax32(xb) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = fp16_to_fp32(fp32_to_fp16(d));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[i].qs),
+                        _mm256_xor_si256(quantize32(xb, id), bias));
+  }
+}
+
 TF_QX86_FN void quantize_row_q8_k(const float* x, block_q8_k* y, std::int64_t n) {
   const __m256i lo = _mm256_set1_epi8(-127), ones = _mm256_set1_epi8(1);
   for (std::int64_t i = 0; i < n / qk256; ++i) {

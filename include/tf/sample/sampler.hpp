@@ -1,6 +1,7 @@
 #pragma once
 /// Token sampling: greedy, temperature, top-k, top-p, min-p, repetition/presence/frequency
 /// penalties, with a per-request seeded PRNG; returns the token, its logprob and top logprobs.
+#include <kernels/cpu/vec_math.hpp>
 #include <tf/error.hpp>
 #include <tf/sample/rng.hpp>
 
@@ -94,8 +95,8 @@ class sampler {
     float mx = -std::numeric_limits<float>::infinity();
     for (float v : logits) mx = std::max(mx, v);
     if (!std::isfinite(mx)) throw error("tf: sample() got no finite logit (max {})", mx);
-    double s = 0.0;
-    for (float v : logits) s += std::exp(static_cast<double>(v) - mx);
+    double const s = kernels::cpu::vec_math::sum_exp(logits.data(),
+                                                     static_cast<std::int64_t>(logits.size()), mx);
     lse_ = mx + std::log(s);
     if (params_.top_logprobs > 0) {
       auto k = std::min<std::size_t>(static_cast<std::size_t>(params_.top_logprobs), logits.size());
