@@ -4,6 +4,7 @@
 #include <families/common/forward_rows.hpp>
 #include <tf/model/model_file.hpp>
 
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
 #include <memory>
@@ -42,5 +43,38 @@ constexpr std::uint64_t kv_bytes(int layers, int kv_heads, int head_dim, kv_dtyp
   return 2ull * static_cast<std::uint64_t>(layers) * static_cast<std::uint64_t>(kv_heads) *
          static_cast<std::uint64_t>(head_dim) * (dtype == kv_dtype::f32 ? 4u : 2u);
 }
+
+/// A family's CPU entry from a policy `P`, which names
+///   `family`        the traits type: its `name`, its `arch_names` (what `accepts`), its pool;
+///   `forward_type`  the CPU forward, built from (weights, kv_shape, threads);
+///   `gguf_hparams`, `config_hparams`  callables reading the hparams (with num_layers,
+///                   num_kv_heads, head_dim, context_length) from GGUF metadata or config.json;
+///   `load`          a callable binding the weights of a model_file.
+/// KV holds K and V of head_dim for every layer and KV head.
+template <class P>
+struct cpu_entry_of {
+  using forward_type = typename P::forward_type;
+  using family = typename P::family;
+  static constexpr std::string_view name = family::name;
+
+  static bool accepts(std::string_view arch) {
+    return std::ranges::find(family::arch_names, arch) != family::arch_names.end();
+  }
+  static auto hparams(model::model_file const& file) {
+    if (auto const* g = file.gguf()) return P::gguf_hparams(*g);
+    return P::config_hparams(file.hf()->config());
+  }
+  static std::uint64_t kv_bytes_per_token(model::model_file const& file, kv_dtype dtype) {
+    auto const hp = hparams(file);
+    return kv_bytes(hp.num_layers, hp.num_kv_heads, hp.head_dim, dtype);
+  }
+  static std::int64_t context_length(model::model_file const& file) {
+    return hparams(file).context_length;
+  }
+  static std::unique_ptr<forward_type> make(model::model_file const& file, kv_shape kv,
+                                            int threads) {
+    return std::make_unique<forward_type>(P::load(file), kv, threads);
+  }
+};
 
 }  // namespace tf::families

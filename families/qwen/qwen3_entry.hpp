@@ -6,34 +6,17 @@
 #include <families/qwen/qwen3_forward.hpp>
 #include <families/qwen/qwen3_load.hpp>
 
-#include <memory>
-#include <string_view>
-
 namespace tf::families::qwen {
 
-struct qwen3_cpu {
-  using forward_type = qwen3_forward;
+struct qwen3_cpu_policy {
   using family = qwen3;
-  static constexpr std::string_view name = "qwen3";
-
-  static bool accepts(std::string_view arch) { return arch == "qwen3"; }
-
-  static qwen3_hparams hparams(model::model_file const& file) {
-    if (auto const* g = file.gguf()) return hparams_from_gguf(*g);
-    return hparams_from_config(file.hf()->config());
-  }
-  static std::uint64_t kv_bytes_per_token(model::model_file const& file, kv_dtype dtype) {
-    auto const hp = hparams(file);
-    return kv_bytes(hp.num_layers, hp.num_kv_heads, hp.head_dim, dtype);
-  }
-  static std::int64_t context_length(model::model_file const& file) {
-    return hparams(file).context_length;
-  }
-  static std::unique_ptr<qwen3_forward> make(model::model_file const& file, kv_shape kv,
-                                             int threads) {
-    return std::make_unique<qwen3_forward>(load_weights(file), kv, threads);
-  }
+  using forward_type = qwen3_forward;
+  static constexpr auto gguf_hparams = [](auto const& g) { return hparams_from_gguf(g); };
+  static constexpr auto config_hparams = [](auto const& c) { return hparams_from_config(c); };
+  static constexpr auto load = [](auto const& file) { return load_weights(file); };
 };
+
+struct qwen3_cpu : cpu_entry_of<qwen3_cpu_policy> {};
 
 static_assert(cpu_entry<qwen3_cpu>);
 
