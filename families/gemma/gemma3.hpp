@@ -1,7 +1,7 @@
 #pragma once
 /// Gemma 3 (gemma3 / gemma3_text): hyper-parameters, tensor map and traits. The CPU forward is
 /// gemma3_forward.hpp (weights: gemma3_load.hpp; one stream: gemma3_generator.hpp).
-#include <tf/family.hpp>
+#include <families/common/paged_family.hpp>
 #include <tf/model/tensor_names.hpp>
 
 #include <array>
@@ -67,13 +67,9 @@ inline constexpr std::array<model::tensor_name, 16> gemma3_tensors{{
      false},
 }};
 
-struct gemma3 {
+struct gemma3 : paged_cpu_family<gemma3_hparams> {
   static constexpr std::string_view name = "gemma3";
   static constexpr std::array<std::string_view, 2> arch_names{"gemma3", "gemma3_text"};
-  using kv_pool = tf::kvPool<tf::kv::paged_pool>;
-  static constexpr bool per_request_admission = true;
-  static constexpr bool has_forward = true;  // families/gemma/gemma3_forward.hpp (CPU)
-  using hparams = gemma3_hparams;
 };
 
 }  // namespace tf::families::gemma

@@ -1,6 +1,6 @@
 #pragma once
 /// GLM-4 dense (glm4): hyper-parameters, tensor map and traits.
-#include <tf/family.hpp>
+#include <families/common/paged_family.hpp>
 #include <tf/model/tensor_names.hpp>
 
 #include <array>
@@ -62,13 +62,9 @@ inline constexpr std::array<model::tensor_name, 17> glm4_tensors{{
      "model.layers.{}.post_mlp_layernorm.weight", true, false},
 }};
 
-struct glm4 {
+struct glm4 : paged_cpu_family<glm4_hparams> {
   static constexpr std::string_view name = "glm4";
   static constexpr std::array<std::string_view, 1> arch_names{"glm4"};
-  using kv_pool = tf::kvPool<tf::kv::paged_pool>;
-  static constexpr bool per_request_admission = true;
-  static constexpr bool has_forward = true;  // families/glm/glm4_forward.hpp (CPU)
-  using hparams = glm4_hparams;
 };
 
 }  // namespace tf::families::glm

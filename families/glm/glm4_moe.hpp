@@ -1,6 +1,6 @@
 #pragma once
 /// GLM-4.5 MoE (glm4_moe / GGUF glm4moe): hyper-parameters and traits.
-#include <tf/family.hpp>
+#include <families/common/paged_family.hpp>
 
 #include <array>
 #include <string_view>
@@ -33,13 +33,9 @@ struct glm4_moe_hparams {
   int context_length = 131072;
 };
 
-struct glm4_moe {
+struct glm4_moe : paged_cpu_family<glm4_moe_hparams> {
   static constexpr std::string_view name = "glm4_moe";
   static constexpr std::array<std::string_view, 2> arch_names{"glm4_moe", "glm4moe"};
-  using kv_pool = tf::kvPool<tf::kv::paged_pool>;
-  static constexpr bool per_request_admission = true;
-  static constexpr bool has_forward = true;  // families/glm/glm4_moe_forward.hpp (CPU)
-  using hparams = glm4_moe_hparams;
 };
 
 }  // namespace tf::families::glm

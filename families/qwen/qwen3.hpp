@@ -1,6 +1,6 @@
 #pragma once
 /// Qwen3 (qwen3): hyper-parameters, tensor map and traits.
-#include <tf/family.hpp>
+#include <families/common/paged_family.hpp>
 #include <tf/model/tensor_names.hpp>
 
 #include <array>
@@ -53,13 +53,9 @@ inline constexpr std::array<model::tensor_name, 14> qwen3_tensors{{
      false},
 }};
 
-struct qwen3 {
+struct qwen3 : paged_cpu_family<qwen3_hparams> {
   static constexpr std::string_view name = "qwen3";
   static constexpr std::array<std::string_view, 1> arch_names{"qwen3"};
-  using kv_pool = tf::kvPool<tf::kv::paged_pool>;
-  static constexpr bool per_request_admission = true;
-  static constexpr bool has_forward = true;  // families/qwen/qwen3_forward.hpp (CPU)
-  using hparams = qwen3_hparams;
 };
 
 }  // namespace tf::families::qwen

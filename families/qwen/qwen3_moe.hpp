@@ -1,8 +1,8 @@
 #pragma once
 /// Qwen3-MoE (qwen3moe / qwen3_moe): hyper-parameters, tensor map and traits. The attention is
 /// Qwen3's; MoE layers route each token to top-k of num_experts SwiGLU experts.
+#include <families/common/paged_family.hpp>
 #include <families/qwen/qwen3.hpp>
-#include <tf/family.hpp>
 #include <tf/model/tensor_names.hpp>
 
 #include <algorithm>
@@ -45,13 +45,9 @@ inline constexpr std::array<model::tensor_name, 18> qwen3_moe_tensors = [] {
   return t;
 }();
 
-struct qwen3_moe {
+struct qwen3_moe : paged_cpu_family<qwen3_moe_hparams> {
   static constexpr std::string_view name = "qwen3_moe";
   static constexpr std::array<std::string_view, 2> arch_names{"qwen3moe", "qwen3_moe"};
-  using kv_pool = tf::kvPool<tf::kv::paged_pool>;
-  static constexpr bool per_request_admission = true;
-  static constexpr bool has_forward = true;  // families/qwen/qwen3_moe_forward.hpp (CPU)
-  using hparams = qwen3_moe_hparams;
 };
 
 }  // namespace tf::families::qwen
