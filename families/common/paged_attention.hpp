@@ -1,0 +1,244 @@
+#pragma once
+/// Paged KV storage for the CPU forwards: per-layer K and V in pages (f32 or f16), one batch of
+/// rows laid out per token, K/V writes at each token's position, and causal attention over the
+/// pages. Each output element is summed in one fixed order, so results do not depend on the
+/// batch or the thread count.
+#include <families/common/cpu_ops.hpp>
+#include <families/common/forward_rows.hpp>
+#include <tf/error.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+namespace tf::families {
+
+/// One forward's KV pages and the batch it is running; `family` names the family in errors.
+class paged_kv {
+ public:
+  paged_kv() = default;
+  paged_kv(kv_shape kv, int layers, int kv_heads, int head_dim, char const* family)
+      : kv_(kv), kv_heads_(kv_heads), head_dim_(head_dim), family_(family) {
+    if (kv_.num_pages <= 0 || kv_.page_tokens <= 0)
+      throw error("tf: {} KV storage needs pages > 0 and page_tokens > 0, got {} and {}", family_,
+                  kv_.num_pages, kv_.page_tokens);
+    page_floats_ = static_cast<std::size_t>(kv_.page_tokens) * static_cast<std::size_t>(kv_heads) *
+                   static_cast<std::size_t>(head_dim);
+    std::size_t const per_layer = page_floats_ * static_cast<std::size_t>(kv_.num_pages);
+    auto const n = static_cast<std::size_t>(layers);
+    if (kv_.dtype == kv_dtype::f32) {
+      k_.assign(n, std::vector<float>(per_layer, 0.0f));
+      v_.assign(n, std::vector<float>(per_layer, 0.0f));
+    } else {
+      k16_.assign(n, std::vector<std::uint16_t>(per_layer, 0));
+      v16_.assign(n, std::vector<std::uint16_t>(per_layer, 0));
+    }
+  }
+
+  kv_shape shape() const { return kv_; }
+
+  /// How many logits rows a forward writes for `rows`.
+  static std::int64_t logits_rows(std::span<batch_row const> rows) {
+    std::int64_t n = 0;
+    for (auto const& r : rows) n += r.all_logits ? static_cast<std::int64_t>(r.tokens.size()) : 1;
+    return n;
+  }
+
+  /// Throws tf::error for an empty batch, an empty row, a negative start, a page table too short
+  /// or pointing outside the pages, or a token outside 0..vocab-1.
+  void check(std::span<batch_row const> rows, std::int64_t vocab) const {
+    if (rows.empty()) throw error("tf: {} forward got an empty batch", family_);
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      auto const& row = rows[r];
+      if (row.tokens.empty()) throw error("tf: {} forward: batch row {} has no tokens", family_, r);
+      if (row.start_pos < 0)
+        throw error("tf: {} forward: batch row {} starts at position {}", family_, r,
+                    row.start_pos);
+      std::int64_t const end =
+          static_cast<std::int64_t>(row.start_pos) + static_cast<std::int64_t>(row.tokens.size());
+      std::int64_t const pages_needed = (end + kv_.page_tokens - 1) / kv_.page_tokens;
+      if (static_cast<std::int64_t>(row.page_table.size()) < pages_needed)
+        throw error(
+            "tf: {} forward: batch row {} reaches position {} and needs {} pages of {} "
+            "tokens, its page table has {}",
+            family_, r, end - 1, pages_needed, kv_.page_tokens, row.page_table.size());
+      for (std::int64_t p = 0; p < pages_needed; ++p) {
+        auto id = row.page_table[static_cast<std::size_t>(p)];
+        if (id < 0 || id >= kv_.num_pages)
+          throw error("tf: {} forward: batch row {} page_table[{}] = {} is outside 0..{}", family_,
+                      r, p, id, kv_.num_pages - 1);
+      }
+      for (std::size_t i = 0; i < row.tokens.size(); ++i)
+        if (row.tokens[i] < 0 || row.tokens[i] >= vocab)
+          throw error(
+              "tf: {} forward: batch row {} token {} is {}, outside the vocabulary of "
+              "{}",
+              family_, r, i, row.tokens[i], vocab);
+    }
+  }
+
+  /// Flattens the rows into per-token arrays; returns the token count.
+  std::int64_t gather(std::span<batch_row const> rows) {
+    tok_.clear();
+    pos_.clear();
+    row_of_.clear();
+    out_tok_.clear();
+    rows_.assign(rows.begin(), rows.end());
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      auto const& row = rows[r];
+      for (std::size_t i = 0; i < row.tokens.size(); ++i) {
+        if (row.all_logits || i + 1 == row.tokens.size())
+          out_tok_.push_back(static_cast<std::int64_t>(tok_.size()));
+        tok_.push_back(row.tokens[i]);
+        pos_.push_back(row.start_pos + static_cast<std::int32_t>(i));
+        row_of_.push_back(static_cast<std::int32_t>(r));
+      }
+    }
+    return static_cast<std::int64_t>(tok_.size());
+  }
+
+  /// Token t's id and stream position in the gathered batch.
+  std::int32_t token(std::int64_t t) const { return tok_[static_cast<std::size_t>(t)]; }
+  std::int32_t position(std::int64_t t) const { return pos_[static_cast<std::size_t>(t)]; }
+
+  /// x[t] = the embedding row of token t, for the n gathered tokens; x is [n, hidden].
+  void embed(kernels::cpu::thread_pool& pool, cpu_ops::matrix const& embd, float* x, std::int64_t n,
+             std::int64_t hidden) const {
+    pool.parallel_for(n, [&](std::int64_t t0, std::int64_t t1) {
+      for (std::int64_t t = t0; t < t1; ++t)
+        kernels::cpu::dequantize_row(embd.type, embd.row(token(t)), x + t * hidden, hidden);
+    });
+  }
+
+  /// The logits [logits_rows(rows), vocab] of the tokens that want them: the final RMSNorm
+  /// of x (into the scratch `xn`), then the head.
+  void head(kernels::cpu::thread_pool& pool, std::vector<float> const& norm,
+            cpu_ops::matrix const& output, float const* x, std::vector<float>& xn,
+            std::int64_t hidden, float eps, float* logits) const {
+    std::int64_t const m = static_cast<std::int64_t>(out_tok_.size());
+    xn.resize(static_cast<std::size_t>(m * hidden));
+    for (std::int64_t i = 0; i < m; ++i)
+      cpu_ops::rmsnorm(x + out_tok_[static_cast<std::size_t>(i)] * hidden, norm.data(),
+                       xn.data() + i * hidden, hidden, eps);
+    cpu_ops::matmul(pool, output, xn.data(), logits, m);
+  }
+
+  /// Stores token t's K and V (kv_heads x head_dim each) at its position in `layer`'s pages.
+  void store(int layer, std::int64_t t, float const* ks, float const* vs) {
+    std::int64_t const kv_dim = static_cast<std::int64_t>(kv_heads_) * head_dim_;
+    std::size_t const at = kv_at(static_cast<std::size_t>(t), position(t));
+    if (kv_.dtype == kv_dtype::f32) {
+      std::copy_n(ks, kv_dim, k_[static_cast<std::size_t>(layer)].data() + at);
+      std::copy_n(vs, kv_dim, v_[static_cast<std::size_t>(layer)].data() + at);
+    } else {
+      auto* kd = k16_[static_cast<std::size_t>(layer)].data() + at;
+      auto* vd = v16_[static_cast<std::size_t>(layer)].data() + at;
+      for (std::int64_t i = 0; i < kv_dim; ++i) {
+        kd[i] = kernels::cpu::fp32_to_fp16(ks[i]);
+        vd[i] = kernels::cpu::fp32_to_fp16(vs[i]);
+      }
+    }
+  }
+
+  /// Causal attention of the n gathered tokens over `layer`'s pages, softmax(q k / sqrt(hd)) v.
+  /// q and out are [n, num_heads, head_dim]; query head h reads KV head h / (num_heads /
+  /// kv_heads).
+  void attend(kernels::cpu::thread_pool& pool, int layer, std::int64_t n, std::int64_t num_heads,
+              float const* q, float* out) const {
+    auto const l = static_cast<std::size_t>(layer);
+    if (kv_.dtype == kv_dtype::f32)
+      attention(pool, n, num_heads, q, out, k_[l].data(), v_[l].data());
+    else
+      attention(pool, n, num_heads, q, out, k16_[l].data(), v16_[l].data());
+  }
+
+ private:
+  // Element offset of position `pos` of token t's stream in one layer's storage.
+  std::size_t kv_at(std::size_t t, std::int32_t pos) const {
+    auto const& row = rows_[static_cast<std::size_t>(row_of_[t])];
+    auto const page = row.page_table[static_cast<std::size_t>(pos / kv_.page_tokens)];
+    std::size_t const slot = static_cast<std::size_t>(pos % kv_.page_tokens);
+    return static_cast<std::size_t>(page) * page_floats_ +
+           slot * static_cast<std::size_t>(kv_heads_ * head_dim_);
+  }
+
+  // T is float (f32 KV) or std::uint16_t (f16 KV).
+  template <class T>
+  void attention(kernels::cpu::thread_pool& pool, std::int64_t n, std::int64_t nh, float const* q,
+                 float* att, T const* K, T const* V) const {
+    std::int64_t const hd = head_dim_;
+    std::int64_t const q_dim = hd * nh, group = nh / kv_heads_;
+    float const scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    pool.parallel_for(n * nh, [&](std::int64_t w0, std::int64_t w1) {
+      thread_local std::vector<float> scores, qs;
+      qs.resize(static_cast<std::size_t>(hd));
+      for (std::int64_t w = w0; w < w1; ++w) {
+        std::int64_t const t = w / nh, hh = w % nh, kvh = hh / group;
+        std::int32_t const p = pos_[static_cast<std::size_t>(t)];
+        std::int32_t const lo = 0;
+        float const* qh = q + t * q_dim + hh * hd;
+        for (std::int64_t d = 0; d < hd; ++d)
+          qs[static_cast<std::size_t>(d)] = round_kv<T>(qh[d] * scale);
+        scores.resize(static_cast<std::size_t>(p - lo + 1));
+        float mx = -std::numeric_limits<float>::infinity();
+        for (std::int32_t j = lo; j <= p; ++j) {
+          T const* kh = K + kv_at(static_cast<std::size_t>(t), j) + kvh * hd;
+          float const s = dot_kv(qs.data(), kh, hd);
+          scores[static_cast<std::size_t>(j - lo)] = s;
+          mx = std::max(mx, s);
+        }
+        double z = 0.0;
+        for (auto& s : scores) {
+          s = std::exp(s - mx);
+          z += s;
+        }
+        float const inv = static_cast<float>(1.0 / z);
+        float* out = att + t * q_dim + hh * hd;
+        std::fill_n(out, hd, 0.0f);
+        for (std::int32_t j = lo; j <= p; ++j) {
+          T const* vh = V + kv_at(static_cast<std::size_t>(t), j) + kvh * hd;
+          float const pj = round_kv<T>(scores[static_cast<std::size_t>(j - lo)] * inv);
+          for (std::int64_t d = 0; d < hd; ++d) out[d] += pj * to_f32(vh[d]);
+        }
+      }
+    });
+  }
+
+  static float to_f32(float v) { return v; }
+  static float to_f32(std::uint16_t v) { return kernels::cpu::fp16_to_fp32(v); }
+  template <class T>
+  static float round_kv(float v) {
+    if constexpr (std::is_same_v<T, float>)
+      return v;
+    else
+      return kernels::cpu::fp16_to_fp32(kernels::cpu::fp32_to_fp16(v));
+  }
+  static float dot_kv(float const* q, float const* k, std::int64_t n) {
+    return cpu_ops::dot_f32(q, k, n);
+  }
+  static float dot_kv(float const* q, std::uint16_t const* k, std::int64_t n) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (int j = 0; j < 8; ++j) acc[j] += q[i + j] * kernels::cpu::fp16_to_fp32(k[i + j]);
+    for (int j = 0; i < n; ++i, ++j) acc[j] += q[i] * kernels::cpu::fp16_to_fp32(k[i]);
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  }
+
+  kv_shape kv_;
+  int kv_heads_ = 0, head_dim_ = 0;
+  char const* family_ = "";
+  std::size_t page_floats_ = 0;
+  // [num_pages, page_tokens, num_kv_heads, head_dim] per layer
+  std::vector<std::vector<float>> k_, v_;
+  std::vector<std::vector<std::uint16_t>> k16_, v16_;
+  std::vector<batch_row> rows_;
+  std::vector<std::int32_t> tok_, pos_, row_of_;
+  std::vector<std::int64_t> out_tok_;
+};
+
+}  // namespace tf::families
