@@ -106,6 +106,83 @@ void rows_by_eight(const void* w, const void* const* x, std::int64_t n, std::int
   rows_by_eight<W, block_q8_0u, avx512::dot_0u<8, W>, avx512::dot_0u<4, W>, avx512::dot_0u<1, W>>
 #endif
 
+// One activation row against `rows` consecutive weight rows `wrb` bytes apart, into y [rows].
+using matvec_fn = void (*)(const std::uint8_t* w, std::int64_t wrb, std::int64_t rows,
+                           const void* x, std::int64_t n, float* y);
+
+#if TF_KERNELS_X86
+template <class W>
+void matvec_0u(const std::uint8_t* w, std::int64_t wrb, std::int64_t rows, const void* x,
+               std::int64_t n, float* y) {
+  avx512::matvec_0u<W>(w, wrb, rows, static_cast<const block_q8_0u*>(x), n, y);
+}
+#endif
+
+#if TF_KERNELS_X86
+template <class W, class X, void (*F1)(const W*, const X* const*, std::int64_t, float*)>
+void matvec_rows(const std::uint8_t* w, std::int64_t wrb, std::int64_t rows, const void* x,
+                 std::int64_t n, float* y) {
+  const X* xs[1] = {static_cast<const X*>(x)};
+  for (std::int64_t r = 0; r < rows; ++r) F1(reinterpret_cast<const W*>(w + r * wrb), xs, n, y + r);
+}
+#define TF_MATVEC(ns, fn, W, X) matvec_rows<W, X, ns::fn<1>>
+#endif
+
+/// A matvec routine for (type, path), or nullptr where the one-row dot is used row by row.
+inline matvec_fn matvec_for(tf::model::tensor_type t, isa path) {
+  using tf::model::tensor_type;
+#if TF_KERNELS_X86
+  if (path == isa::avx512) {
+    switch (t) {
+      case tensor_type::q4_0:
+        return matvec_0u<block_q4_0>;
+      case tensor_type::q5_0:
+        return matvec_0u<block_q5_0>;
+      case tensor_type::q8_0:
+        return matvec_0u<block_q8_0>;
+      case tensor_type::q2_k:
+        return TF_MATVEC(avx512, dot_q2_k, block_q2_k, block_q8_k);
+      case tensor_type::q3_k:
+        return TF_MATVEC(avx512, dot_q3_k, block_q3_k, block_q8_k);
+      case tensor_type::q4_k:
+        return TF_MATVEC(avx512, dot_q4_k, block_q4_k, block_q8_k);
+      case tensor_type::q5_k:
+        return TF_MATVEC(avx512, dot_q5_k, block_q5_k, block_q8_k);
+      case tensor_type::q6_k:
+        return TF_MATVEC(avx512, dot_q6_k, block_q6_k, block_q8_k);
+      default:
+        return nullptr;
+    }
+  }
+  if (path == isa::avx2) {
+    switch (t) {
+      case tensor_type::q4_0:
+        return TF_MATVEC(avx2, dot_q4_0, block_q4_0, block_q8_0);
+      case tensor_type::q5_0:
+        return TF_MATVEC(avx2, dot_q5_0, block_q5_0, block_q8_0);
+      case tensor_type::q8_0:
+        return TF_MATVEC(avx2, dot_q8_0, block_q8_0, block_q8_0);
+      case tensor_type::q2_k:
+        return TF_MATVEC(avx2, dot_q2_k, block_q2_k, block_q8_k);
+      case tensor_type::q3_k:
+        return TF_MATVEC(avx2, dot_q3_k, block_q3_k, block_q8_k);
+      case tensor_type::q4_k:
+        return TF_MATVEC(avx2, dot_q4_k, block_q4_k, block_q8_k);
+      case tensor_type::q5_k:
+        return TF_MATVEC(avx2, dot_q5_k, block_q5_k, block_q8_k);
+      case tensor_type::q6_k:
+        return TF_MATVEC(avx2, dot_q6_k, block_q6_k, block_q8_k);
+      default:
+        return nullptr;
+    }
+  }
+#undef TF_MATVEC
+#endif
+  (void)t;
+  (void)path;
+  return nullptr;
+}
+
 /// Whether (type, path) dots against block_q8_0u rows instead of block_q8_0.
 inline bool unsigned_q8_0_act(tf::model::tensor_type t, isa path) {
   using tf::model::tensor_type;
@@ -316,6 +393,14 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   // dotted with them; the weights then stream from L2 once per group.
   const std::int64_t group = std::max<std::int64_t>(
       8, std::min<std::int64_t>(64, (24 << 10) / std::max<std::int64_t>(arb, 1)) / 8 * 8);
+  if (p.b == 1) {
+    if (const detail::matvec_fn mv = detail::matvec_for(p.w_type, path)) {
+      pool.parallel_for(p.n, [&](std::int64_t begin, std::int64_t end) {
+        mv(w + begin * wrb, wrb, end - begin, xq, dot_n, p.y + begin);
+      });
+      return;
+    }
+  }
   pool.parallel_for(p.n, [&](std::int64_t begin, std::int64_t end) {
     float out[64];
     for (std::int64_t r0 = 0; r0 < p.b; r0 += group) {
