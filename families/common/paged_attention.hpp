@@ -5,6 +5,7 @@
 /// batch or the thread count.
 #include <families/common/cpu_ops.hpp>
 #include <families/common/forward_rows.hpp>
+#include <kernels/cpu/kv_rows.hpp>
 #include <tf/error.hpp>
 
 #include <algorithm>
@@ -135,25 +136,23 @@ class paged_kv {
       std::copy_n(ks, kv_dim, k_[static_cast<std::size_t>(layer)].data() + at);
       std::copy_n(vs, kv_dim, v_[static_cast<std::size_t>(layer)].data() + at);
     } else {
-      auto* kd = k16_[static_cast<std::size_t>(layer)].data() + at;
-      auto* vd = v16_[static_cast<std::size_t>(layer)].data() + at;
-      for (std::int64_t i = 0; i < kv_dim; ++i) {
-        kd[i] = kernels::cpu::fp32_to_fp16(ks[i]);
-        vd[i] = kernels::cpu::fp32_to_fp16(vs[i]);
-      }
+      kernels::cpu::kv_rows::to_f16(ks, k16_[static_cast<std::size_t>(layer)].data() + at, kv_dim);
+      kernels::cpu::kv_rows::to_f16(vs, v16_[static_cast<std::size_t>(layer)].data() + at, kv_dim);
     }
   }
 
-  /// Causal attention of the n gathered tokens over `layer`'s pages, softmax(q k / sqrt(hd)) v.
-  /// q and out are [n, num_heads, head_dim]; query head h reads KV head h / (num_heads /
-  /// kv_heads).
+  /// Causal attention of the n gathered tokens over `layer`'s pages, softmax(q k * scale) v, with
+  /// scale 1 / sqrt(head_dim) unless given; with window > 0 a query at p sees keys p - window + 1
+  /// .. p only. q and out are [n, num_heads, head_dim]; query head h reads KV head
+  /// h / (num_heads / kv_heads).
   void attend(kernels::cpu::thread_pool& pool, int layer, std::int64_t n, std::int64_t num_heads,
-              float const* q, float* out) const {
+              float const* q, float* out, float scale = 0.0f, std::int32_t window = 0) const {
+    if (scale == 0.0f) scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
     auto const l = static_cast<std::size_t>(layer);
     if (kv_.dtype == kv_dtype::f32)
-      attention(pool, n, num_heads, q, out, k_[l].data(), v_[l].data());
+      attention(pool, n, num_heads, q, out, k_[l].data(), v_[l].data(), scale, window);
     else
-      attention(pool, n, num_heads, q, out, k16_[l].data(), v16_[l].data());
+      attention(pool, n, num_heads, q, out, k16_[l].data(), v16_[l].data(), scale, window);
   }
 
  private:
@@ -166,28 +165,32 @@ class paged_kv {
            slot * static_cast<std::size_t>(kv_heads_ * head_dim_);
   }
 
-  // T is float (f32 KV) or std::uint16_t (f16 KV).
+  // T is float (f32 KV) or std::uint16_t (f16 KV, where q and the probabilities are rounded to
+  // f16 as well, as llama.cpp's CPU path does).
   template <class T>
   void attention(kernels::cpu::thread_pool& pool, std::int64_t n, std::int64_t nh, float const* q,
-                 float* att, T const* K, T const* V) const {
+                 float* att, T const* K, T const* V, float scale, std::int32_t window) const {
+    namespace rows = kernels::cpu::kv_rows;
     std::int64_t const hd = head_dim_;
     std::int64_t const q_dim = hd * nh, group = nh / kv_heads_;
-    float const scale = 1.0f / std::sqrt(static_cast<float>(hd));
     pool.parallel_for(n * nh, [&](std::int64_t w0, std::int64_t w1) {
       thread_local std::vector<float> scores, qs;
       qs.resize(static_cast<std::size_t>(hd));
       for (std::int64_t w = w0; w < w1; ++w) {
         std::int64_t const t = w / nh, hh = w % nh, kvh = hh / group;
         std::int32_t const p = pos_[static_cast<std::size_t>(t)];
-        std::int32_t const lo = 0;
+        std::int32_t const lo = window > 0 ? std::max(0, p - window + 1) : 0;
         float const* qh = q + t * q_dim + hh * hd;
-        for (std::int64_t d = 0; d < hd; ++d)
-          qs[static_cast<std::size_t>(d)] = round_kv<T>(qh[d] * scale);
+        if constexpr (std::is_same_v<T, float>) {
+          for (std::int64_t d = 0; d < hd; ++d) qs[static_cast<std::size_t>(d)] = qh[d] * scale;
+        } else {
+          rows::scale_round(qh, scale, qs.data(), hd);
+        }
         scores.resize(static_cast<std::size_t>(p - lo + 1));
         float mx = -std::numeric_limits<float>::infinity();
         for (std::int32_t j = lo; j <= p; ++j) {
           T const* kh = K + kv_at(static_cast<std::size_t>(t), j) + kvh * hd;
-          float const s = dot_kv(qs.data(), kh, hd);
+          float const s = rows::dot(qs.data(), kh, hd);
           scores[static_cast<std::size_t>(j - lo)] = s;
           mx = std::max(mx, s);
         }
@@ -201,32 +204,12 @@ class paged_kv {
         std::fill_n(out, hd, 0.0f);
         for (std::int32_t j = lo; j <= p; ++j) {
           T const* vh = V + kv_at(static_cast<std::size_t>(t), j) + kvh * hd;
-          float const pj = round_kv<T>(scores[static_cast<std::size_t>(j - lo)] * inv);
-          for (std::int64_t d = 0; d < hd; ++d) out[d] += pj * to_f32(vh[d]);
+          float pj = scores[static_cast<std::size_t>(j - lo)] * inv;
+          if constexpr (!std::is_same_v<T, float>) pj = rows::scalar::round_f16(pj);
+          rows::axpy(pj, vh, out, hd);
         }
       }
     });
-  }
-
-  static float to_f32(float v) { return v; }
-  static float to_f32(std::uint16_t v) { return kernels::cpu::fp16_to_fp32(v); }
-  template <class T>
-  static float round_kv(float v) {
-    if constexpr (std::is_same_v<T, float>)
-      return v;
-    else
-      return kernels::cpu::fp16_to_fp32(kernels::cpu::fp32_to_fp16(v));
-  }
-  static float dot_kv(float const* q, float const* k, std::int64_t n) {
-    return cpu_ops::dot_f32(q, k, n);
-  }
-  static float dot_kv(float const* q, std::uint16_t const* k, std::int64_t n) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    std::int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-      for (int j = 0; j < 8; ++j) acc[j] += q[i + j] * kernels::cpu::fp16_to_fp32(k[i + j]);
-    for (int j = 0; i < n; ++i, ++j) acc[j] += q[i] * kernels::cpu::fp16_to_fp32(k[i]);
-    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
   }
 
   kv_shape kv_;

@@ -1,6 +1,6 @@
-// Tests kernels/cpu/f16_rows.hpp: the F16C row kernels give the scalar ones' bits, and the f16
-// GeGLU table equals rounding gelu's input and output to f16.
-#include <kernels/cpu/f16_rows.hpp>
+// Tests kernels/cpu/kv_rows.hpp: the AVX2/F16C row kernels give the scalar ones' bits, and the
+// f16 GeGLU table equals rounding gelu's input and output to f16.
+#include <kernels/cpu/kv_rows.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -10,7 +10,7 @@
 #include <vector>
 
 namespace cpu = tf::kernels::cpu;
-namespace rows = tf::kernels::cpu::f16_rows;
+namespace rows = tf::kernels::cpu::kv_rows;
 
 namespace {
 
@@ -32,7 +32,7 @@ std::vector<float> normal_floats(std::size_t n, float scale, std::mt19937& gen) 
 
 }  // namespace
 
-TEST_CASE("f16 row kernels give the scalar kernels' bits, tails included") {
+TEST_CASE("KV row kernels (f32 and f16) give the scalar kernels' bits, tails included") {
   std::mt19937 gen(3);
   for (std::int64_t n : {8, 13, 256}) {
     auto const un = static_cast<std::size_t>(n);
@@ -55,6 +55,13 @@ TEST_CASE("f16 row kernels give the scalar kernels' bits, tails included") {
     auto o2 = o1;
     rows::scalar::axpy(0.37f, k.data(), o1.data(), n);
     rows::axpy(0.37f, k.data(), o2.data(), n);
+    CHECK(same_bits(o1, o2));
+
+    float const f1 = rows::scalar::dot(q.data(), kf.data(), n),
+                f2 = rows::dot(q.data(), kf.data(), n);
+    CHECK(std::memcmp(&f1, &f2, sizeof f1) == 0);
+    rows::scalar::axpy(-1.7f, kf.data(), o1.data(), n);
+    rows::axpy(-1.7f, kf.data(), o2.data(), n);
     CHECK(same_bits(o1, o2));
   }
 }

@@ -1,8 +1,9 @@
 #pragma once
-/// Row kernels of the f16 KV path: f32 <-> f16 rows, q . k over f16 keys, out += p * v over f16
-/// values, and GeGLU with f16-rounded input and output (by a 64 Ki-entry table). The F16C paths
-/// give the same bits as the scalar ones: each lane does the scalar's operations (a multiply,
-/// then an add, never fused) and sums fold in the scalar's fixed tree.
+/// Row kernels of attention over the KV cache, for f32 and f16 keys and values: q . k, out += p *
+/// v, f32 -> f16 rows and q scaled and rounded to f16; and GeGLU with f16-rounded input and output
+/// (by a 64 Ki-entry table). The AVX2/F16C paths give the same bits as the scalar ones: each lane
+/// does the scalar's operations (a multiply, then an add, never fused) and sums fold in the
+/// scalar's fixed tree.
 #include <kernels/cpu/cpu_features.hpp>
 #include <kernels/cpu/quant_blocks.hpp>
 #include <kernels/cpu/vec_dot_x86.hpp>
@@ -11,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace tf::kernels::cpu::f16_rows {
+namespace tf::kernels::cpu::kv_rows {
 
 namespace scalar {
 
@@ -38,6 +39,19 @@ inline float dot(const float* q, const std::uint16_t* k, std::int64_t n) {
 
 inline void axpy(float a, const std::uint16_t* v, float* out, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) out[i] += a * fp16_to_fp32(v[i]);
+}
+
+inline float dot(const float* q, const float* k, std::int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += q[i + j] * k[i + j];
+  for (int j = 0; i < n; ++i, ++j) acc[j] += q[i] * k[i];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+inline void axpy(float a, const float* v, float* out, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] += a * v[i];
 }
 
 }  // namespace scalar
@@ -71,15 +85,36 @@ TF_F16_FN void scale_round(const float* x, float s, float* y, std::int64_t n) {
   scalar::scale_round(x + i, s, y + i, n - i);
 }
 
+TF_F16_FN float fold8(__m256 acc) {
+  // ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7))
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  const __m128 t = _mm_add_ps(s, _mm_shuffle_ps(s, s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehl_ps(t, t)));
+}
+
 TF_F16_FN float dot(const float* q, const std::uint16_t* k, std::int64_t n) {
   if (n % 8 != 0) return scalar::dot(q, k, n);
   __m256 acc = _mm256_setzero_ps();
   for (std::int64_t i = 0; i < n; i += 8)
     acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(q + i), load_f16(k + i)));
-  // ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7))
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  const __m128 t = _mm_add_ps(s, _mm_shuffle_ps(s, s, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehl_ps(t, t)));
+  return fold8(acc);
+}
+
+TF_F16_FN float dot(const float* q, const float* k, std::int64_t n) {
+  if (n % 8 != 0) return scalar::dot(q, k, n);
+  __m256 acc = _mm256_setzero_ps();
+  for (std::int64_t i = 0; i < n; i += 8)
+    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i)));
+  return fold8(acc);
+}
+
+TF_F16_FN void axpy(float a, const float* v, float* out, std::int64_t n) {
+  const __m256 va = _mm256_set1_ps(a);
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_loadu_ps(out + i),
+                                            _mm256_mul_ps(va, _mm256_loadu_ps(v + i))));
+  scalar::axpy(a, v + i, out + i, n - i);
 }
 
 TF_F16_FN void axpy(float a, const std::uint16_t* v, float* out, std::int64_t n) {
@@ -129,8 +164,24 @@ inline float dot(const float* q, const std::uint16_t* k, std::int64_t n) {
   return scalar::dot(q, k, n);
 }
 
+/// q [n] . k [n] in 8 lanes, folded ((0+4)+(1+5))+((2+6)+(3+7)).
+inline float dot(const float* q, const float* k, std::int64_t n) {
+#if TF_KERNELS_X86
+  if (use_x86()) return x86::dot(q, k, n);
+#endif
+  return scalar::dot(q, k, n);
+}
+
 /// out [n] += a * v [n] (f16).
 inline void axpy(float a, const std::uint16_t* v, float* out, std::int64_t n) {
+#if TF_KERNELS_X86
+  if (use_x86()) return x86::axpy(a, v, out, n);
+#endif
+  scalar::axpy(a, v, out, n);
+}
+
+/// out [n] += a * v [n].
+inline void axpy(float a, const float* v, float* out, std::int64_t n) {
 #if TF_KERNELS_X86
   if (use_x86()) return x86::axpy(a, v, out, n);
 #endif
@@ -181,4 +232,4 @@ class gelu_f16_table {
   std::vector<float> table_;
 };
 
-}  // namespace tf::kernels::cpu::f16_rows
+}  // namespace tf::kernels::cpu::kv_rows
