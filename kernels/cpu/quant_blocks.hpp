@@ -97,10 +97,11 @@ struct block_q6_k {
   std::uint16_t d;                 // fp16 super-block scale
 };
 
-/// Q8_0 as the VNNI dots take it: the scale already widened from its f16 value, and q + 128 as
-/// unsigned bytes (VNNI multiplies unsigned by signed bytes). An activation format only.
+/// Q8_0 as the VNNI dots take it: the scale already widened from its f16 value and repeated in
+/// eight lanes (one vector load per use), and q + 128 as unsigned bytes (VNNI multiplies unsigned
+/// by signed bytes). An activation format only.
 struct block_q8_0u {
-  float d;              // fp16_to_fp32 of the Q8_0 block's f16 scale
+  float d[8];           // fp16_to_fp32 of the Q8_0 block's f16 scale, eight times
   std::uint8_t qs[32];  // q + 128
 };
 

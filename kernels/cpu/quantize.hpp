@@ -25,7 +25,7 @@ inline void quantize_row_q8_0u(const float* x, block_q8_0u* y, std::int64_t n) {
   for (std::int64_t i = 0; i < n / qk32; ++i) {
     block_q8_0 b;
     quantize_row_q8_0(x + i * qk32, &b, qk32);
-    y[i].d = fp16_to_fp32(b.d);
+    for (float& d : y[i].d) d = fp16_to_fp32(b.d);
     for (int j = 0; j < qk32; ++j)
       y[i].qs[j] = static_cast<std::uint8_t>(static_cast<std::uint8_t>(b.qs[j]) ^ 0x80u);
   }

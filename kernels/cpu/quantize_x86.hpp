@@ -66,7 +66,7 @@ TF_QX86_FN void quantize_row_q8_0u(const float* x, block_q8_0u* y, std::int64_t 
     const float* xb = x + i * qk32;
     const float d = amax32(xb) / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[i].d = fp16_to_fp32(fp32_to_fp16(d));
+    _mm256_storeu_ps(y[i].d, _mm256_set1_ps(fp16_to_fp32(fp32_to_fp16(d))));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[i].qs),
                         _mm256_xor_si256(quantize32(xb, id), bias));
   }
