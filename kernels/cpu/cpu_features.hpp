@@ -57,4 +57,10 @@ inline isa default_isa() {
   return chosen;
 }
 
+/// Whether the default path has AVX2 (the row kernels' x86 code needs no more than that).
+inline bool avx2_path() {
+  static const bool yes = default_isa() != isa::portable;
+  return yes;
+}
+
 }  // namespace tf::kernels::cpu

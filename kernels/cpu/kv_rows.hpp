@@ -131,19 +131,10 @@ TF_F16_FN void axpy(float a, const std::uint16_t* v, float* out, std::int64_t n)
 }  // namespace x86
 #endif
 
-inline bool use_x86() {
-#if TF_KERNELS_X86
-  static const bool yes = default_isa() != isa::portable;
-  return yes;
-#else
-  return false;
-#endif
-}
-
 /// y [n] = f16 bits of x [n], round to nearest even.
 inline void to_f16(const float* x, std::uint16_t* y, std::int64_t n) {
 #if TF_KERNELS_X86
-  if (use_x86()) return x86::to_f16(x, y, n);
+  if (avx2_path()) return x86::to_f16(x, y, n);
 #endif
   scalar::to_f16(x, y, n);
 }
@@ -151,7 +142,7 @@ inline void to_f16(const float* x, std::uint16_t* y, std::int64_t n) {
 /// y [n] = x [n] * s rounded to f16 (and back to f32).
 inline void scale_round(const float* x, float s, float* y, std::int64_t n) {
 #if TF_KERNELS_X86
-  if (use_x86()) return x86::scale_round(x, s, y, n);
+  if (avx2_path()) return x86::scale_round(x, s, y, n);
 #endif
   scalar::scale_round(x, s, y, n);
 }
@@ -159,7 +150,7 @@ inline void scale_round(const float* x, float s, float* y, std::int64_t n) {
 /// q [n] . k [n] (f16) in 8 lanes, folded ((0+4)+(1+5))+((2+6)+(3+7)).
 inline float dot(const float* q, const std::uint16_t* k, std::int64_t n) {
 #if TF_KERNELS_X86
-  if (use_x86()) return x86::dot(q, k, n);
+  if (avx2_path()) return x86::dot(q, k, n);
 #endif
   return scalar::dot(q, k, n);
 }
@@ -167,7 +158,7 @@ inline float dot(const float* q, const std::uint16_t* k, std::int64_t n) {
 /// q [n] . k [n] in 8 lanes, folded ((0+4)+(1+5))+((2+6)+(3+7)).
 inline float dot(const float* q, const float* k, std::int64_t n) {
 #if TF_KERNELS_X86
-  if (use_x86()) return x86::dot(q, k, n);
+  if (avx2_path()) return x86::dot(q, k, n);
 #endif
   return scalar::dot(q, k, n);
 }
@@ -175,7 +166,7 @@ inline float dot(const float* q, const float* k, std::int64_t n) {
 /// out [n] += a * v [n] (f16).
 inline void axpy(float a, const std::uint16_t* v, float* out, std::int64_t n) {
 #if TF_KERNELS_X86
-  if (use_x86()) return x86::axpy(a, v, out, n);
+  if (avx2_path()) return x86::axpy(a, v, out, n);
 #endif
   scalar::axpy(a, v, out, n);
 }
@@ -183,7 +174,7 @@ inline void axpy(float a, const std::uint16_t* v, float* out, std::int64_t n) {
 /// out [n] += a * v [n].
 inline void axpy(float a, const float* v, float* out, std::int64_t n) {
 #if TF_KERNELS_X86
-  if (use_x86()) return x86::axpy(a, v, out, n);
+  if (avx2_path()) return x86::axpy(a, v, out, n);
 #endif
   scalar::axpy(a, v, out, n);
 }
@@ -206,7 +197,7 @@ class gelu_f16_table {
   /// y [n] = gelu(g [n]) * u [n]; may alias g.
   void mul(const float* g, const float* u, float* y, std::int64_t n) const {
 #if TF_KERNELS_X86
-    if (use_x86()) return mul_x86(g, u, y, n);
+    if (avx2_path()) return mul_x86(g, u, y, n);
 #endif
     for (std::int64_t i = 0; i < n; ++i) y[i] = (*this)(g[i]) * u[i];
   }

@@ -125,19 +125,10 @@ TF_VM_FN void gelu_tanh_mul(const float* g, const float* u, float* y, std::int64
 }  // namespace x86
 #endif
 
-inline bool use_x86() {
-#if TF_KERNELS_X86
-  static const bool yes = default_isa() != isa::portable;
-  return yes;
-#else
-  return false;
-#endif
-}
-
 /// sum_i e^(x[i] - shift), accumulated in double.
 inline double sum_exp(const float* x, std::int64_t n, float shift) {
 #if TF_KERNELS_X86
-  if (use_x86()) return x86::sum_exp(x, n, shift);
+  if (avx2_path()) return x86::sum_exp(x, n, shift);
 #endif
   return scalar::sum_exp(x, n, shift);
 }
@@ -145,7 +136,7 @@ inline double sum_exp(const float* x, std::int64_t n, float shift) {
 /// x [n] = tanh(x / cap) * cap, in place.
 inline void softcap(float* x, std::int64_t n, float cap) {
 #if TF_KERNELS_X86
-  if (use_x86()) return x86::softcap(x, n, cap);
+  if (avx2_path()) return x86::softcap(x, n, cap);
 #endif
   scalar::softcap(x, n, cap);
 }
@@ -153,7 +144,7 @@ inline void softcap(float* x, std::int64_t n, float cap) {
 /// y [n] = gelu_tanh(g [n]) * u [n]; may alias g.
 inline void gelu_tanh_mul(const float* g, const float* u, float* y, std::int64_t n) {
 #if TF_KERNELS_X86
-  if (use_x86()) return x86::gelu_tanh_mul(g, u, y, n);
+  if (avx2_path()) return x86::gelu_tanh_mul(g, u, y, n);
 #endif
   scalar::gelu_tanh_mul(g, u, y, n);
 }
