@@ -1,5 +1,14 @@
+// The system libcpp-httplib is built with these (see its cpp-httplib.pc); its classes' layout
+// depends on them, so a test that leaves them out gets a Client too small for the library's.
+#define CPPHTTPLIB_OPENSSL_SUPPORT
+#define CPPHTTPLIB_ZLIB_SUPPORT
+#define CPPHTTPLIB_BROTLI_SUPPORT
+
+#include <tf/model/gguf.hpp>
+#include <tf/serve/cpu_backend.hpp>
 #include <tf/serve/http_server.hpp>
 #include <tf/serve/toy_model.hpp>
+#include <tf/tokenizer/from_gguf.hpp>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -11,7 +20,11 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <fstream>
 #include <future>
+#include <mutex>
+#include <sstream>
 #include <thread>
 
 using namespace tf::serve;
@@ -78,6 +91,67 @@ void expect_error(httplib::Client& c, std::string const& body, int status,
   CHECK(j["error"].contains("type"));
   CHECK(j["error"].contains("param"));
   if (!code.empty()) CHECK(j["error"]["code"] == code);
+}
+
+/// A backend hook over another backend: records the template kwargs encode_chat got and the
+/// prompts the server submitted. Ids the toy model cannot read run as a BOS-only stand-in.
+class probe_backend final : public serving_backend {
+ public:
+  explicit probe_backend(std::shared_ptr<serving_backend> inner) : inner_(std::move(inner)) {}
+
+  std::vector<std::int32_t> encode_text(std::string const& text) const override {
+    return inner_->encode_text(text);
+  }
+  std::vector<std::int32_t> encode_chat(json const& messages,
+                                        json const& template_kwargs) const override {
+    {
+      std::lock_guard lock(mutex_);
+      kwargs_.push_back(template_kwargs);
+    }
+    return inner_->encode_chat(messages, template_kwargs);
+  }
+  std::string piece(std::int32_t token) const override { return inner_->piece(token); }
+  std::vector<std::int32_t> stop_tokens() const override { return inner_->stop_tokens(); }
+  std::string model_id() const override { return inner_->model_id(); }
+  stream_submit submit(generation_request req) override {
+    {
+      std::lock_guard lock(mutex_);
+      prompts_.push_back(req.prompt);
+    }
+    if (std::ranges::any_of(req.prompt, [](std::int32_t t) {
+          return t < 0 || static_cast<std::size_t>(t) >= toy_vocab::size;
+        }))
+      req.prompt = {toy_vocab::bos};
+    return inner_->submit(std::move(req));
+  }
+  load_snapshot load() const override { return inner_->load(); }
+  census count() const override { return inner_->count(); }
+  metrics& stats() override { return inner_->stats(); }
+  host_config const& config() const override { return inner_->config(); }
+  census shutdown(std::chrono::milliseconds grace) override { return inner_->shutdown(grace); }
+
+  std::vector<json> kwargs() const {
+    std::lock_guard lock(mutex_);
+    return kwargs_;
+  }
+  std::vector<std::vector<std::int32_t>> prompts() const {
+    std::lock_guard lock(mutex_);
+    return prompts_;
+  }
+
+ private:
+  std::shared_ptr<serving_backend> inner_;
+  mutable std::mutex mutex_;
+  mutable std::vector<json> kwargs_;
+  std::vector<std::vector<std::int32_t>> prompts_;
+};
+
+std::string read_text(std::string const& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 // Parses an SSE body into its data payloads.
@@ -415,4 +489,112 @@ TEST_CASE("a client that disconnects mid-stream is cancelled and its pages freed
   auto gen = s.server->backend()->stats().generation_tokens.load();
   CHECK(gen < 400);  // it stopped early, not at max_tokens
   CHECK(s.server->backend()->count().balanced());
+}
+
+TEST_CASE("chat_template_kwargs reach the chat template as they came; a non-object gets 400") {
+  live_server s({}, {}, 0);
+  auto toy = std::make_shared<toy_backend>(std::make_unique<toy_model>(128, 16), toy_codec{},
+                                           host_config{2, 512, 4, 64});
+  auto probe = std::make_shared<probe_backend>(toy);
+  s.server->set_backend(probe);
+  auto c = s.client();
+
+  json const kwargs = {{"enable_thinking", false},
+                       {"persona", "terse"},
+                       {"depth", 3},
+                       {"ratio", 0.5},
+                       {"extra", {{"list", {1, true, nullptr}}, {"name", "x"}}}};
+  auto body = chat_body("hi", 2);
+  body["chat_template_kwargs"] = kwargs;
+  post(c, "/v1/chat/completions", body, 200);
+  body["chat_template_kwargs"] = nullptr;
+  post(c, "/v1/chat/completions", body, 200);
+  body.erase("chat_template_kwargs");
+  post(c, "/v1/chat/completions", body, 200);
+  auto const got = probe->kwargs();
+  REQUIRE(got.size() == 3);
+  CHECK(got[0] == kwargs);
+  CHECK(got[0]["extra"]["list"][1] == true);
+  CHECK(got[1] == json::object());
+  CHECK(got[2] == json::object());
+  // The lane backend hands them to its codec: the toy template shows them as a first line.
+  auto const prompts = probe->prompts();
+  REQUIRE(prompts.size() == 3);
+  toy_codec const codec;
+  json const msgs = {{{"role", "user"}, {"content", "hi"}}};
+  CHECK(prompts[0] == codec.encode(codec.render_chat(msgs, kwargs)));
+  CHECK(prompts[0] == codec.encode("kwargs: " + kwargs.dump() + "\nuser: hi\nassistant: "));
+  CHECK(prompts[1] == codec.encode("user: hi\nassistant: "));
+  CHECK(prompts[2] == prompts[1]);
+
+  auto const base = chat_body("hi", 2).dump();
+  auto const with = [&](std::string const& kw) {
+    return base.substr(0, base.size() - 1) + R"(,"chat_template_kwargs":)" + kw + "}";
+  };
+  for (auto const* bad : {"true", "[1, 2]", R"("enable_thinking")", "7"}) {
+    auto r = c.Post("/v1/chat/completions", with(bad), "application/json");
+    REQUIRE(r);
+    INFO(bad << " -> " << r->body);
+    CHECK(r->status == 400);
+    auto j = json::parse(r->body, nullptr, false);
+    REQUIRE(j.is_object());
+    CHECK(j["error"]["param"] == "chat_template_kwargs");
+    CHECK(j["error"]["code"] == "invalid_type");
+    CHECK(j["error"]["type"] == "invalid_request_error");
+    CHECK(j["error"]["message"].get<std::string>().find("must be an object") != std::string::npos);
+  }
+  expect_error(c, with(R"({"messages": []})"), 400, "invalid_value");
+  CHECK(probe->kwargs().size() == 3);  // none of the refused requests reached the backend
+  auto m = c.Get("/metrics");
+  REQUIRE(m);
+  CHECK(m->body.find("tf_requests_rejected_total{reason=\"bad_request\"} 5") != std::string::npos);
+  post(c, "/v1/chat/completions", body, 200);
+  CHECK(probe->kwargs().size() == 4);
+}
+
+TEST_CASE("Qwen3's template over the server: enable_thinking false adds the empty think block") {
+  auto const gguf =
+      tf::model::gguf_file::open(std::string(TF_FIXTURES_DIR) + "/qwen/tiny/tiny-f32.gguf");
+  auto const tok = tf::tokenizer::load_tokenizer(gguf);
+  text_codec const codec(tok, "qwen3-tiny",
+                         read_text(std::string(TF_FIXTURES_DIR) + "/jinja/qwen3.jinja"), false);
+  auto const goldens = json::parse(read_text(std::string(TF_FIXTURES_DIR) + "/jinja/goldens.json"));
+  auto golden = [&](bool think) {
+    auto const name =
+        fmt::format("qwen3/system_user/agp=True/think={}/tools=False", think ? "True" : "False");
+    for (auto const& g : goldens["chat"])
+      if (g["name"] == name) return g;
+    FAIL("no golden " << name);
+    return json();
+  };
+  auto const on = golden(true), off = golden(false);
+  REQUIRE(on["messages"] == off["messages"]);
+  auto const on_text = on["expected"].get<std::string>();
+  auto const off_text = off["expected"].get<std::string>();
+  CHECK(off_text == on_text + "<think>\n\n</think>\n\n");
+
+  live_server s({}, {}, 0);
+  auto probe = std::make_shared<probe_backend>(
+      std::make_shared<lane_backend<toy_model, toy_family, text_codec>>(
+          std::make_unique<toy_model>(128, 16), codec, host_config{2, 512, 4, 64}));
+  s.server->set_backend(probe);
+  auto c = s.client();
+  json body = {{"messages", on["messages"]}, {"max_tokens", 2}, {"temperature", 0}};
+  body["chat_template_kwargs"] = {{"enable_thinking", false}};
+  auto const r_off = post(c, "/v1/chat/completions", body, 200);
+  body["chat_template_kwargs"] = {{"enable_thinking", true}};
+  post(c, "/v1/chat/completions", body, 200);
+  body.erase("chat_template_kwargs");
+  post(c, "/v1/chat/completions", body, 200);
+
+  auto const prompts = probe->prompts();
+  REQUIRE(prompts.size() == 3);
+  CHECK(prompts[0] == codec.encode(off_text));
+  CHECK(prompts[1] == codec.encode(on_text));
+  CHECK(prompts[2] == prompts[1]);  // the template's default is to think
+  CHECK(prompts[0] != prompts[1]);
+  CHECK(r_off["usage"]["prompt_tokens"] == prompts[0].size());
+  CHECK(tok.decode(prompts[0], true) == off_text);
+  CHECK(codec.render_chat(on["messages"], {{"enable_thinking", false}}) == off_text);
+  CHECK(codec.render_chat(on["messages"], {{"enable_thinking", true}}) == on_text);
 }

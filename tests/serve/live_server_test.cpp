@@ -1,6 +1,12 @@
 // The built `serve` binary, live on a loopback port: the real openai client and curl, the serve
 // check (--parallel 4, 8 concurrent, /v1/load), a bounded load on the toy model, and the census
 // line at SIGTERM.
+// The system libcpp-httplib is built with these (see its cpp-httplib.pc); its classes' layout
+// depends on them, so a test that leaves them out gets a Client too small for the library's.
+#define CPPHTTPLIB_OPENSSL_SUPPORT
+#define CPPHTTPLIB_ZLIB_SUPPORT
+#define CPPHTTPLIB_BROTLI_SUPPORT
+
 #include <httplib.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -161,6 +167,17 @@ std::string run_capture(std::string const& cmd, int& rc) {
   return out;
 }
 
+/// Runs tests/serve/openai_client_check.py against `base` with `args`; checks it exits 0 and
+/// prints its closing "ok" line.
+void check_openai_client(std::string const& base, std::string const& args) {
+  int rc = 0;
+  auto const out = run_capture(
+      "python3 " TF_SOURCE_DIR "/tests/serve/openai_client_check.py " + base + " " + args, rc);
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(out.find("\nok") != std::string::npos);
+}
+
 bool real_model_ready() {
   if (!fs::exists(default_model)) {
     WARN("SKIP: the default model is absent: " << default_model);
@@ -233,13 +250,7 @@ TEST_CASE("every tiny fixture GGUF with a tokenizer: 8 concurrent greedy == solo
       }
       FAIL("serve did not start on " << m.string() << ":\n" << log);
     }
-    int rc = 0;
-    auto const out = run_capture("python3 " TF_SOURCE_DIR "/tests/serve/openai_client_check.py " +
-                                     s.base() + " concurrent 8 8",
-                                 rc);
-    INFO(out);
-    CHECK(rc == 0);
-    CHECK(out.find("\nok") != std::string::npos);
+    check_openai_client(s.base(), "concurrent 8 8");
     CHECK(s.stop() == 0);
     check_census(s.log());
     ++served;
@@ -255,14 +266,10 @@ TEST_CASE("the openai client and curl against the live server on the real model"
   }
   live_server s({"--parallel", "2", "--context", "2048", "--threads", "2"});
   REQUIRE(s.wait_ready(std::chrono::seconds(180)));
-  int rc = 0;
-  auto const out = run_capture(
-      "python3 " TF_SOURCE_DIR "/tests/serve/openai_client_check.py " + s.base() + " client", rc);
-  INFO(out);
-  CHECK(rc == 0);
-  CHECK(out.find("\nok") != std::string::npos);
+  check_openai_client(s.base(), "client");
 
   if (std::system("command -v curl >/dev/null 2>&1") == 0) {
+    int rc = 0;
     auto const models = run_capture("curl -sS " + s.base() + "/v1/models", rc);
     REQUIRE(rc == 0);
     auto const mj = nlohmann::json::parse(models);
@@ -296,13 +303,7 @@ TEST_CASE("the serve check: --parallel 4, 8 concurrent greedy requests on the re
   INFO(log);
   CHECK(log.find("4 streams at once") != std::string::npos);
   CHECK(log.find("prompt_cache_budget_bytes") != std::string::npos);
-  int rc = 0;
-  auto const out = run_capture("python3 " TF_SOURCE_DIR "/tests/serve/openai_client_check.py " +
-                                   s.base() + " concurrent 8 4",
-                               rc);
-  INFO(out);
-  CHECK(rc == 0);
-  CHECK(out.find("\nok") != std::string::npos);
+  check_openai_client(s.base(), "concurrent 8 4");
   CHECK(s.stop() == 0);
   check_census(s.log());
 }
@@ -393,13 +394,7 @@ TEST_CASE(
   }
   live_server s({"--parallel", "8", "--context", "2048", "--threads", "2"});
   REQUIRE(s.wait_ready(std::chrono::seconds(180)));
-  int rc = 0;
-  auto const out = run_capture("python3 " TF_SOURCE_DIR "/tests/serve/openai_client_check.py " +
-                                   s.base() + " concurrent 8 8",
-                               rc);
-  INFO(out);
-  CHECK(rc == 0);
-  CHECK(out.find("\nok") != std::string::npos);
+  check_openai_client(s.base(), "concurrent 8 8");
   CHECK(s.stop() == 0);
   check_census(s.log());
 }
@@ -458,7 +453,8 @@ TEST_CASE("bounded load on the toy model: 300 requests, 16 clients, oversize and
       auto r = c.Post("/v1/completions", body.dump(), "application/json");
       if (!r) {
         std::lock_guard lk(problems_mu);
-        problems.push_back("request " + std::to_string(i) + ": no reply");
+        problems.push_back("request " + std::to_string(i) +
+                           ": no reply: " + httplib::to_string(r.error()));
         unclear++;
         continue;
       }

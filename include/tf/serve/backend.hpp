@@ -17,8 +17,10 @@ class serving_backend {
   virtual ~serving_backend() = default;
   /// Prompt text -> ids (BOS as the vocab asks).
   virtual std::vector<std::int32_t> encode_text(std::string const& text) const = 0;
-  /// Chat messages [{role, content: string}] -> ids, with the generation prompt.
-  virtual std::vector<std::int32_t> encode_chat(nlohmann::json const& messages) const = 0;
+  /// Chat messages [{role, content: string}] -> ids, with the generation prompt; the entries of
+  /// `template_kwargs` (a JSON object) are extra chat-template variables, e.g. enable_thinking.
+  virtual std::vector<std::int32_t> encode_chat(nlohmann::json const& messages,
+                                                nlohmann::json const& template_kwargs) const = 0;
   /// The bytes of one generated token.
   virtual std::string piece(std::int32_t token) const = 0;
   virtual std::vector<std::int32_t> stop_tokens() const = 0;
@@ -32,8 +34,8 @@ class serving_backend {
   virtual census shutdown(std::chrono::milliseconds grace) = 0;
 };
 
-/// A lane host over `Model`, with `Codec` for text (encode, piece, render_chat, stop_tokens,
-/// model_id); owns both.
+/// A lane host over `Model`, with `Codec` for text (encode, piece, render_chat(messages, kwargs),
+/// stop_tokens, model_id); owns both.
 template <batched_model Model, class Family, class Codec>
 class lane_backend final : public serving_backend {
  public:
@@ -43,12 +45,13 @@ class lane_backend final : public serving_backend {
   std::vector<std::int32_t> encode_text(std::string const& text) const override {
     return codec_.encode(text);
   }
-  std::vector<std::int32_t> encode_chat(nlohmann::json const& messages) const override {
+  std::vector<std::int32_t> encode_chat(nlohmann::json const& messages,
+                                        nlohmann::json const& template_kwargs) const override {
     // A codec that knows how its template marks BOS encodes the chat itself.
-    if constexpr (requires { codec_.encode_chat(messages); })
-      return codec_.encode_chat(messages);
+    if constexpr (requires { codec_.encode_chat(messages, template_kwargs); })
+      return codec_.encode_chat(messages, template_kwargs);
     else
-      return codec_.encode(codec_.render_chat(messages));
+      return codec_.encode(codec_.render_chat(messages, template_kwargs));
   }
   std::string piece(std::int32_t token) const override { return codec_.piece(token); }
   std::vector<std::int32_t> stop_tokens() const override { return codec_.stop_tokens(); }

@@ -60,17 +60,24 @@ class text_codec {
     return tok_.encode(text, true, true);
   }
   std::string piece(std::int32_t t) const { return tok_.token_to_piece(t); }
-  /// The chat template's text for `messages`, with the generation prompt.
-  std::string render_chat(nlohmann::json const& messages) const {
+  /// The chat template's text for `messages`, with the generation prompt; `kwargs` (an object)
+  /// adds template variables and may override add_generation_prompt, bos_token and eos_token.
+  std::string render_chat(nlohmann::json const& messages,
+                          nlohmann::json const& kwargs = nlohmann::json::object()) const {
     if (template_.empty())
       throw error("tf: {} has no tokenizer.chat_template: use /v1/completions with a prompt", id_);
+    if (!kwargs.is_object())
+      throw error("tf: chat template kwargs must be a JSON object, got {}", kwargs.type_name());
     nlohmann::json opts = {
         {"add_generation_prompt", true}, {"bos_token", bos_text_}, {"eos_token", eos_text_}};
+    for (auto const& [key, value] : kwargs.items()) opts[key] = value;
     return tokenizer::render_chat(template_, messages, opts);
   }
   /// The rendered chat as ids: control texts parsed, BOS added only if the template left it out.
-  std::vector<std::int32_t> encode_chat(nlohmann::json const& messages) const {
-    auto const text = render_chat(messages);
+  std::vector<std::int32_t> encode_chat(
+      nlohmann::json const& messages,
+      nlohmann::json const& kwargs = nlohmann::json::object()) const {
+    auto const text = render_chat(messages, kwargs);
     bool const has_bos = !bos_text_.empty() && text.starts_with(bos_text_);
     return tok_.encode(text, !has_bos, true);
   }

@@ -330,7 +330,8 @@ class api_server {
     j->id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", ++next_id_);
     generation_request g;
     try {
-      g.prompt = chat ? b->encode_chat(j->req.messages) : b->encode_text(j->req.prompt);
+      g.prompt = chat ? b->encode_chat(j->req.messages, j->req.chat_template_kwargs)
+                      : b->encode_text(j->req.prompt);
     } catch (error const& e) {
       // The chat template raised (e.g. roles that do not alternate): the request's fault.
       b->stats().rejected_bad_request++;

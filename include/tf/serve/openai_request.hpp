@@ -43,7 +43,8 @@ struct openai_request {
   bool chat = true;
   std::string model;
   nlohmann::json messages;  // chat: [{role, content: string}]
-  std::string prompt;       // completions
+  nlohmann::json chat_template_kwargs = nlohmann::json::object();  // chat: extra template variables
+  std::string prompt;                                              // completions
   int max_tokens = -1;
   sample::sampling_params sampling;
   std::vector<std::string> stop;
@@ -150,6 +151,18 @@ inline openai_request parse_openai_request(std::string const& text, bool chat) {
                         "invalid_value");
       r.messages.push_back(
           {{"role", role}, {"content", detail::content_text(m.value("content", json()), i)}});
+    }
+    if (body.contains("chat_template_kwargs") && !body["chat_template_kwargs"].is_null()) {
+      auto const& kw = body["chat_template_kwargs"];
+      if (!kw.is_object())
+        throw detail::bad_param(
+            "chat_template_kwargs",
+            "an object of template variables, e.g. {\"enable_thinking\": false}");
+      if (kw.contains("messages"))
+        throw api_error(400,
+                        "'chat_template_kwargs' cannot set 'messages'; send them as 'messages'",
+                        "invalid_request_error", "chat_template_kwargs", "invalid_value");
+      r.chat_template_kwargs = kw;
     }
   } else {
     if (!body.contains("prompt"))

@@ -120,8 +120,10 @@ struct toy_codec {
   std::string piece(std::int32_t t) const {
     return t >= 0 && t < 256 ? std::string(1, static_cast<char>(t)) : std::string();
   }
-  std::string render_chat(nlohmann::json const& messages) const {
-    std::string s;
+  /// One "role: content" line per message; template kwargs, when given, as a first line.
+  std::string render_chat(nlohmann::json const& messages,
+                          nlohmann::json const& kwargs = nlohmann::json::object()) const {
+    std::string s = kwargs.empty() ? std::string() : "kwargs: " + kwargs.dump() + "\n";
     for (auto const& m : messages)
       s += m.at("role").get<std::string>() + ": " + m.at("content").get<std::string>() + "\n";
     return s + "assistant: ";
