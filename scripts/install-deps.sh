@@ -3,7 +3,7 @@
 set -euo pipefail
 
 apt_packages=(build-essential cmake git python3 python3-pip libboost-dev librange-v3-dev catch2
-              libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev)
+              pkg-config libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

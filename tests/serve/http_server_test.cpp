@@ -1,9 +1,3 @@
-// The system libcpp-httplib is built with these (see its cpp-httplib.pc); its classes' layout
-// depends on them, so a test that leaves them out gets a Client too small for the library's.
-#define CPPHTTPLIB_OPENSSL_SUPPORT
-#define CPPHTTPLIB_ZLIB_SUPPORT
-#define CPPHTTPLIB_BROTLI_SUPPORT
-
 #include <tf/model/gguf.hpp>
 #include <tf/serve/cpu_backend.hpp>
 #include <tf/serve/http_server.hpp>

@@ -1,12 +1,6 @@
 // The built `serve` binary, live on a loopback port: the real openai client and curl, the serve
 // check (--parallel 4, 8 concurrent, /v1/load), a bounded load on the toy model, and the census
 // line at SIGTERM.
-// The system libcpp-httplib is built with these (see its cpp-httplib.pc); its classes' layout
-// depends on them, so a test that leaves them out gets a Client too small for the library's.
-#define CPPHTTPLIB_OPENSSL_SUPPORT
-#define CPPHTTPLIB_ZLIB_SUPPORT
-#define CPPHTTPLIB_BROTLI_SUPPORT
-
 #include <httplib.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
