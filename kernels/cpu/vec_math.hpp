@@ -1,17 +1,25 @@
 #pragma once
-/// Vectorized transcendental row kernels: sum of exp (softmax normalizers over a vocabulary),
-/// tanh softcapping and tanh-GELU. The AVX2 paths use exp by range reduction and a degree-7
-/// polynomial (about 1 ulp); each element is computed on its own, so results do not depend on the
-/// batch or the thread count, only on the CPU path.
+/// Vectorized row kernels over logits and activations: max, sum of exp (softmax normalizers over a
+/// vocabulary), tanh softcapping and tanh-GELU. The AVX2 paths use exp by range reduction and a
+/// degree-7 polynomial (about 1 ulp); each element is computed on its own, so results do not depend
+/// on the batch or the thread count, only on the CPU path.
 #include <kernels/cpu/cpu_features.hpp>
 #include <kernels/cpu/vec_dot_x86.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 namespace tf::kernels::cpu::vec_math {
 
 namespace scalar {
+
+inline float max_of(const float* x, std::int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (std::int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
 
 inline double sum_exp(const float* x, std::int64_t n, float shift) {
   double s = 0.0;
@@ -81,6 +89,20 @@ TF_VM_FN __m256 tanh8(__m256 y) {
   return _mm256_or_ps(t, sign);
 }
 
+// max_ps(v, m) keeps m where v is NaN, as std::max(m, v) does.
+TF_VM_FN float max_of(const float* x, std::int64_t n) {
+  __m256 m0 = _mm256_set1_ps(-std::numeric_limits<float>::infinity()), m1 = m0;
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+    m1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), m1);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_max_ps(m0, m1));
+  float m = scalar::max_of(lanes, 8);
+  return std::max(m, scalar::max_of(x + i, n - i));
+}
+
 TF_VM_FN double sum_exp(const float* x, std::int64_t n, float shift) {
   const __m256 s = _mm256_set1_ps(shift);
   __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
@@ -124,6 +146,14 @@ TF_VM_FN void gelu_tanh_mul(const float* g, const float* u, float* y, std::int64
 
 }  // namespace x86
 #endif
+
+/// The largest of x [n], NaNs ignored (-inf for none).
+inline float max_of(const float* x, std::int64_t n) {
+#if TF_KERNELS_X86
+  if (avx2_path()) return x86::max_of(x, n);
+#endif
+  return scalar::max_of(x, n);
+}
 
 /// sum_i e^(x[i] - shift), accumulated in double.
 inline double sum_exp(const float* x, std::int64_t n, float shift) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -77,4 +78,18 @@ TEST_CASE("gelu_tanh_mul is within 2e-6 (+ f32 rounding of y) relative of a doub
   }
   CHECK(std::isfinite(got[0]));
   CHECK(got[1] == Approx(1e4f * u[1]));
+}
+
+TEST_CASE("max_of equals std::max over the row, NaNs ignored, tails included") {
+  for (std::size_t n : {1u, 9u, 16u, 1003u, 262144u}) {
+    auto x = spread(n, -50.0f, 50.0f, static_cast<std::uint32_t>(n) + 7);
+    x[n / 2] = 60.0f;
+    if (n > 3) x[1] = std::numeric_limits<float>::quiet_NaN();
+    float want = -std::numeric_limits<float>::infinity();
+    for (float v : x) want = std::max(want, v);
+    INFO("n = " << n);
+    CHECK(vm::max_of(x.data(), static_cast<std::int64_t>(n)) == want);
+  }
+  std::vector<float> none(5, -std::numeric_limits<float>::infinity());
+  CHECK(vm::max_of(none.data(), 5) == -std::numeric_limits<float>::infinity());
 }

@@ -92,8 +92,8 @@ class sampler {
   // Log-sum-exp of the raw logits, and the top alternatives (the model's own distribution, as
   // OpenAI-style APIs report it).
   void model_logprobs(std::span<float const> logits, sample_result& out) {
-    float mx = -std::numeric_limits<float>::infinity();
-    for (float v : logits) mx = std::max(mx, v);
+    float const mx =
+        kernels::cpu::vec_math::max_of(logits.data(), static_cast<std::int64_t>(logits.size()));
     if (!std::isfinite(mx)) throw error("tf: sample() got no finite logit (max {})", mx);
     double const s = kernels::cpu::vec_math::sum_exp(logits.data(),
                                                      static_cast<std::int64_t>(logits.size()), mx);
@@ -130,11 +130,14 @@ class sampler {
     }
   }
 
+  // The first index of the largest value (a tie goes to the lower index; NaNs never win, and
+  // a NaN at index 0 stays the answer as no value compares greater than it).
   static std::int32_t argmax(std::vector<float> const& v) {
-    std::size_t best = 0;
-    for (std::size_t i = 1; i < v.size(); ++i)
-      if (v[i] > v[best]) best = i;  // first index wins a tie
-    return static_cast<std::int32_t>(best);
+    if (v.empty() || std::isnan(v[0])) return 0;
+    float const mx = kernels::cpu::vec_math::max_of(v.data(), static_cast<std::int64_t>(v.size()));
+    std::size_t i = 0;
+    while (i < v.size() && !(v[i] == mx)) ++i;
+    return i < v.size() ? static_cast<std::int32_t>(i) : 0;
   }
 
   std::int32_t draw() {
