@@ -118,6 +118,13 @@ class gemma3_forward {
     });
   }
 
+  template <class Fn>
+  void per_token(std::int64_t n, Fn&& fn) {
+    pool_->parallel_for(n, [&](std::int64_t t0, std::int64_t t1) {
+      for (std::int64_t t = t0; t < t1; ++t) fn(t);
+    });
+  }
+
   void layer(int li, std::int64_t n) {
     auto const& hp = w_.hp;
     auto const& L = w_.layers[static_cast<std::size_t>(li)];
@@ -128,14 +135,16 @@ class gemma3_forward {
     bool const sliding = hp.is_sliding(li);
     auto const& cs = rope_cs_[sliding ? 0 : 1];
 
-    for (std::int64_t t = 0; t < n; ++t)
+    // The per-token steps run across the pool too: each token's are independent of the others'.
+    per_token(n, [&](std::int64_t t) {
       detail::rmsnorm(x_.data() + t * h, L.attn_norm.data(), xn_.data() + t * h, h, eps);
+    });
     detail::matmul(*pool_, L.q, xn_.data(), q_.data(), n);
     detail::matmul(*pool_, L.k, xn_.data(), kk_.data(), n);
     detail::matmul(*pool_, L.v, xn_.data(), vv_.data(), n);
 
     // Per-head q/k norms, RoPE, then K/V into the pages.
-    for (std::int64_t t = 0; t < n; ++t) {
+    per_token(n, [&](std::int64_t t) {
       float const* c = cs.data() + t * hd;
       float const* sn = c + hd / 2;
       for (std::int64_t hh = 0; hh < nh; ++hh) {
@@ -149,30 +158,30 @@ class gemma3_forward {
         detail::rope_neox_apply(kh, hd, c, sn);
       }
       kv_.store(li, t, kk_.data() + t * kv_dim, vv_.data() + t * kv_dim);
-    }
+    });
 
     // A key is visible on a sliding layer iff q_pos - k_pos < window.
     kv_.attend(*pool_, li, n, nh, q_.data(), att_.data(),
                1.0f / std::sqrt(hp.query_pre_attn_scalar), sliding ? hp.sliding_window : 0);
 
     detail::matmul(*pool_, L.o, att_.data(), xn_.data(), n);
-    for (std::int64_t t = 0; t < n; ++t) {
+    per_token(n, [&](std::int64_t t) {
       float* x = x_.data() + t * h;
       float* o = xn_.data() + t * h;
       detail::rmsnorm(o, L.post_attn_norm.data(), o, h, eps);
       for (std::int64_t i = 0; i < h; ++i) x[i] += o[i];
       detail::rmsnorm(x, L.ffn_norm.data(), o, h, eps);
-    }
+    });
     detail::matmul(*pool_, L.gate, xn_.data(), g_.data(), n);
     detail::matmul(*pool_, L.up, xn_.data(), u_.data(), n);
     geglu(n, ff);
     detail::matmul(*pool_, L.down, g_.data(), xn_.data(), n);
-    for (std::int64_t t = 0; t < n; ++t) {
+    per_token(n, [&](std::int64_t t) {
       float* x = x_.data() + t * h;
       float* d = xn_.data() + t * h;
       detail::rmsnorm(d, L.post_ffw_norm.data(), d, h, eps);
       for (std::int64_t i = 0; i < h; ++i) x[i] += d[i];
-    }
+    });
   }
 
   gemma3_weights w_;
