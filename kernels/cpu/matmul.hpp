@@ -111,14 +111,8 @@ using matvec_fn = void (*)(const std::uint8_t* w, std::int64_t wrb, std::int64_t
                            const void* x, std::int64_t n, float* y);
 
 #if TF_KERNELS_X86
-template <class W>
-void matvec_0u(const std::uint8_t* w, std::int64_t wrb, std::int64_t rows, const void* x,
-               std::int64_t n, float* y) {
-  avx512::matvec_0u<W>(w, wrb, rows, static_cast<const block_q8_0u*>(x), n, y);
-}
-#endif
-
-#if TF_KERNELS_X86
+// The per-row indirect call and scatter of the batched path cost more than the dot for short
+// rows, so one activation row goes through one call per thread.
 template <class W, class X, void (*F1)(const W*, const X* const*, std::int64_t, float*)>
 void matvec_rows(const std::uint8_t* w, std::int64_t wrb, std::int64_t rows, const void* x,
                  std::int64_t n, float* y) {
@@ -126,6 +120,7 @@ void matvec_rows(const std::uint8_t* w, std::int64_t wrb, std::int64_t rows, con
   for (std::int64_t r = 0; r < rows; ++r) F1(reinterpret_cast<const W*>(w + r * wrb), xs, n, y + r);
 }
 #define TF_MATVEC(ns, fn, W, X) matvec_rows<W, X, ns::fn<1>>
+#define TF_MATVEC_0U(W) matvec_rows<W, block_q8_0u, avx512::dot_0u<1, W>>
 #endif
 
 /// A matvec routine for (type, path), or nullptr where the one-row dot is used row by row.
@@ -135,11 +130,11 @@ inline matvec_fn matvec_for(tf::model::tensor_type t, isa path) {
   if (path == isa::avx512) {
     switch (t) {
       case tensor_type::q4_0:
-        return matvec_0u<block_q4_0>;
+        return TF_MATVEC_0U(block_q4_0);
       case tensor_type::q5_0:
-        return matvec_0u<block_q5_0>;
+        return TF_MATVEC_0U(block_q5_0);
       case tensor_type::q8_0:
-        return matvec_0u<block_q8_0>;
+        return TF_MATVEC_0U(block_q8_0);
       case tensor_type::q2_k:
         return TF_MATVEC(avx512, dot_q2_k, block_q2_k, block_q8_k);
       case tensor_type::q3_k:
@@ -177,6 +172,7 @@ inline matvec_fn matvec_for(tf::model::tensor_type t, isa path) {
     }
   }
 #undef TF_MATVEC
+#undef TF_MATVEC_0U
 #endif
   (void)t;
   (void)path;
@@ -375,13 +371,9 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
       avx2::quantize_row_q8_0u(x, reinterpret_cast<block_q8_0u*>(d), p.k);
 #endif
     };
-    if (p.b == 1) {
-      quantize(0);
-    } else {
-      pool.parallel_for(p.b, [&](std::int64_t r0, std::int64_t r1) {
-        for (std::int64_t r = r0; r < r1; ++r) quantize(r);
-      });
-    }
+    pool.parallel_for(p.b, [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r) quantize(r);
+    });
     xq = dst;
   }
   const auto* w = static_cast<const std::uint8_t*>(p.w);

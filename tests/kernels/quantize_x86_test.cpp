@@ -68,6 +68,28 @@ TEST_CASE("AVX2 Q8_0 quantization writes the scalar quantizer's bytes") {
   }
 }
 
+TEST_CASE("AVX2 Q8_0u quantization writes the scalar Q8_0u bytes, and those are Q8_0's") {
+  if (!have_avx2()) {
+    SUCCEED("SKIP: this CPU has no AVX2");
+    return;
+  }
+  std::mt19937 gen(9);
+  for (std::int64_t n : {32, 640, 2048}) {
+    auto x = tricky_rows(n, gen);
+    auto const nb = static_cast<std::size_t>(n / 32);
+    std::vector<cpu::block_q8_0u> a(nb), b(nb);
+    std::vector<cpu::block_q8_0> q(nb);
+    cpu::quantize_row_q8_0u(x.data(), a.data(), n);
+    cpu::avx2::quantize_row_q8_0u(x.data(), b.data(), n);
+    cpu::quantize_row_q8_0(x.data(), q.data(), n);
+    REQUIRE(std::memcmp(a.data(), b.data(), nb * sizeof(a[0])) == 0);
+    for (std::size_t i = 0; i < nb; ++i) {
+      for (float d : a[i].d) CHECK(d == cpu::fp16_to_fp32(q[i].d));
+      for (int j = 0; j < 32; ++j) CHECK(static_cast<int>(a[i].qs[j]) - 128 == q[i].qs[j]);
+    }
+  }
+}
+
 TEST_CASE("AVX2 Q8_K quantization writes the scalar quantizer's bytes, bsums included") {
   if (!have_avx2()) {
     SUCCEED("SKIP: this CPU has no AVX2");
