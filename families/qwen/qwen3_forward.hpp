@@ -71,10 +71,6 @@ class basic_qwen3_forward {
   }
 
  private:
-  void rope(float* x, std::int64_t hd, double pos, double theta) const {
-    detail::rope_neox(x, hd, pos, theta);
-  }
-
   void layer(int li, std::int64_t n) {
     auto const& hp = w_.hp;
     auto const& L = w_.layers[static_cast<std::size_t>(li)];
@@ -91,18 +87,23 @@ class basic_qwen3_forward {
     detail::matmul(*pool_, L.k, xn_.data(), kk_.data(), n);
     detail::matmul(*pool_, L.v, xn_.data(), vv_.data(), n);
 
-    // Per-head q/k norms, RoPE, then K/V into the pages.
+    // Per-head q/k norms, RoPE (angles once per token, for all its heads), then K/V into the
+    // pages.
+    rope_cs_.resize(static_cast<std::size_t>(hd));
+    float* c = rope_cs_.data();
+    float* sn = c + hd / 2;
     for (std::int64_t t = 0; t < n; ++t) {
       double const pos = static_cast<double>(kv_.position(t)) * pos_scale;
+      detail::rope_neox_angles(pos, theta, hd, c, sn);
       for (std::int64_t hh = 0; hh < nh; ++hh) {
         float* qh = q_.data() + t * q_dim + hh * hd;
         detail::rmsnorm(qh, L.q_norm.data(), qh, hd, eps);
-        rope(qh, hd, pos, theta);
+        detail::rope_neox_apply(qh, hd, c, sn);
       }
       for (std::int64_t hh = 0; hh < nkv; ++hh) {
         float* kh = kk_.data() + t * kv_dim + hh * hd;
         detail::rmsnorm(kh, L.k_norm.data(), kh, hd, eps);
-        rope(kh, hd, pos, theta);
+        detail::rope_neox_apply(kh, hd, c, sn);
       }
       kv_.store(li, t, kk_.data() + t * kv_dim, vv_.data() + t * kv_dim);
     }
@@ -163,7 +164,7 @@ class basic_qwen3_forward {
   Weights w_;
   std::unique_ptr<detail::thread_pool> pool_;
   paged_kv kv_;
-  std::vector<float> x_, xn_, q_, att_, kk_, vv_, g_, u_, hn_, router_;
+  std::vector<float> x_, xn_, q_, att_, kk_, vv_, g_, u_, hn_, router_, rope_cs_;
   std::vector<moe::expert_pick> picks_;
 };
 
