@@ -113,14 +113,16 @@ using matvec_fn = void (*)(const std::uint8_t* w, std::int64_t wrb, std::int64_t
 #if TF_KERNELS_X86
 // The per-row indirect call and scatter of the batched path cost more than the dot for short
 // rows, so one activation row goes through one call per thread.
-template <class W, class X, void (*F1)(const W*, const X* const*, std::int64_t, float*)>
+template <class W, class X,
+          void (*MV)(const std::uint8_t*, std::int64_t, std::int64_t, const X*, std::int64_t,
+                     float*)>
 void matvec_rows(const std::uint8_t* w, std::int64_t wrb, std::int64_t rows, const void* x,
                  std::int64_t n, float* y) {
-  const X* xs[1] = {static_cast<const X*>(x)};
-  for (std::int64_t r = 0; r < rows; ++r) F1(reinterpret_cast<const W*>(w + r * wrb), xs, n, y + r);
+  MV(w, wrb, rows, static_cast<const X*>(x), n, y);
 }
-#define TF_MATVEC(ns, fn, W, X) matvec_rows<W, X, ns::fn<1>>
-#define TF_MATVEC_0U(W) matvec_rows<W, block_q8_0u, avx512::dot_0u<1, W>>
+#define TF_MATVEC(ns, fn, W, X) matvec_rows<W, X, ns::matvec<W, X, ns::fn<1>>>
+#define TF_MATVEC_0U(W) \
+  matvec_rows<W, block_q8_0u, avx512::matvec<W, block_q8_0u, avx512::dot_0u<1, W>>>
 #endif
 
 /// A matvec routine for (type, path), or nullptr where the one-row dot is used row by row.
