@@ -24,7 +24,8 @@ namespace {
 
 struct golden {
   std::string kind;
-  std::vector<std::int32_t> prompt, continuation;
+  std::vector<std::int32_t> prompt, continuation, batched_top1;
+  std::vector<float> margin;  // llama.cpp's top-1 minus top-2 logit at each step
 };
 
 std::vector<golden> load_goldens() {
@@ -34,7 +35,9 @@ std::vector<golden> load_goldens() {
   std::vector<golden> out;
   for (auto const& p : j.at("prompts"))
     out.push_back({p.at("kind").get<std::string>(), p.at("prompt").get<std::vector<std::int32_t>>(),
-                   p.at("continuation").get<std::vector<std::int32_t>>()});
+                   p.at("continuation").get<std::vector<std::int32_t>>(),
+                   p.at("batched_top1").get<std::vector<std::int32_t>>(),
+                   p.at("margin").get<std::vector<float>>()});
   return out;
 }
 
@@ -60,8 +63,14 @@ std::int32_t argmax(std::span<float const> l) {
 
 }  // namespace
 
+// llama.cpp's own batched evaluation of the same sequences (batched_top1, made by the same
+// script) agrees with its one-at-a-time continuations at about 98.7% of the positions: a one-ulp
+// change anywhere in the 18 layers moves the logits by ~0.2 and flips near-ties. tf is held to
+// that bar: no more misses than llama.cpp batched plus two Poisson standard deviations, each miss
+// a near-tie for llama.cpp too (its margin <= 0.5) and for tf (gap <= 1), and >= 98.5% overall.
 TEST_CASE(
-    "teacher-forced on llama.cpp's greedy continuations: top-1 >= 98.5%, misses are near-ties") {
+    "teacher-forced on llama.cpp's greedy continuations: as close as llama.cpp batched, misses are "
+    "near-ties") {
   auto const* file = default_model();
   if (!file) {
     SUCCEED("default model absent: skipped");
@@ -72,8 +81,10 @@ TEST_CASE(
   // f16 KV as llama.cpp keeps it, so both round q, K, V and the probabilities alike.
   gemma::generator gen(gemma::load_weights(*file), 256, 2, 256, gemma::kv_dtype::f16);
   auto const V = static_cast<std::size_t>(gen.forward().vocab_size());
-  int agree = 0, total = 0, exact = 0;
+  int agree = 0, total = 0, exact = 0, llama_batched = 0;
   for (auto const& g : goldens) {
+    REQUIRE(g.batched_top1.size() == g.continuation.size());
+    REQUIRE(g.margin.size() == g.continuation.size());
     std::vector<std::int32_t> seq(g.prompt);
     seq.insert(seq.end(), g.continuation.begin(), g.continuation.end() - 1);
     gen.reset();
@@ -83,14 +94,18 @@ TEST_CASE(
       auto row = all.subspan((g.prompt.size() - 1 + i) * V, V);
       auto best = argmax(row);
       bool ok = best == g.continuation[i];
+      llama_batched += g.batched_top1[i] == g.continuation[i];
       if (!ok) {
-        // A miss must be a near-tie in tf's own logits (quantized activations round differently).
         float const gap =
             row[static_cast<std::size_t>(best)] - row[static_cast<std::size_t>(g.continuation[i])];
         CHECK(gap <= 1.0f);
-        std::printf("  differs at %s prompt position %zu: tf %d (%.4f), llama.cpp %d (%.4f)\n",
-                    g.kind.c_str(), g.prompt.size() + i, best, row[static_cast<std::size_t>(best)],
-                    g.continuation[i], row[static_cast<std::size_t>(g.continuation[i])]);
+        CHECK(g.margin[i] <= 0.5f);
+        std::printf(
+            "  differs at %s prompt position %zu: tf %d (%.4f), llama.cpp %d (%.4f), llama.cpp's "
+            "margin %.3f\n",
+            g.kind.c_str(), g.prompt.size() + i, best, row[static_cast<std::size_t>(best)],
+            g.continuation[i], row[static_cast<std::size_t>(g.continuation[i])],
+            static_cast<double>(g.margin[i]));
       }
       agree += ok;
       same = same && ok;
@@ -99,10 +114,12 @@ TEST_CASE(
     exact += same;
   }
   std::printf(
-      "llama.cpp goldens: top-1 agrees at %d/%d positions; %d/%zu continuations match "
-      "exactly\n",
-      agree, total, exact, goldens.size());
-  // The target is 99%; this checks 98.5% (see bench/RESULTS.md for the measured figure).
+      "llama.cpp goldens: tf's top-1 agrees at %d/%d positions (%.2f%%); llama.cpp's own batched "
+      "top-1 at %d/%d (%.2f%%); %d/%zu continuations match exactly\n",
+      agree, total, 100.0 * agree / total, llama_batched, total, 100.0 * llama_batched / total,
+      exact, goldens.size());
+  int const misses = total - agree, llama_misses = total - llama_batched;
+  CHECK(misses <= llama_misses + static_cast<int>(std::ceil(2.0 * std::sqrt(llama_misses))));
   CHECK(agree * 1000 >= total * 985);
 }
 
