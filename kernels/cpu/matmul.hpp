@@ -121,8 +121,8 @@ void matvec_rows(const std::uint8_t* w, std::int64_t wrb, std::int64_t rows, con
   MV(w, wrb, rows, static_cast<const X*>(x), n, y);
 }
 #define TF_MATVEC(ns, fn, W, X) matvec_rows<W, X, ns::matvec<W, X, ns::fn<1>>>
-#define TF_MATVEC_0U(W) \
-  matvec_rows<W, block_q8_0u, avx512::matvec<W, block_q8_0u, avx512::dot_0u<1, W>>>
+#define TF_MATVEC_0(ns, W) matvec_rows<W, block_q8_0, ns::matvec0<W, block_q8_0>>
+#define TF_MATVEC_0U(W) matvec_rows<W, block_q8_0u, avx512::matvec0u<W>>
 #endif
 
 /// A matvec routine for (type, path), or nullptr where the one-row dot is used row by row.
@@ -154,11 +154,11 @@ inline matvec_fn matvec_for(tf::model::tensor_type t, isa path) {
   if (path == isa::avx2) {
     switch (t) {
       case tensor_type::q4_0:
-        return TF_MATVEC(avx2, dot_q4_0, block_q4_0, block_q8_0);
+        return TF_MATVEC_0(avx2, block_q4_0);
       case tensor_type::q5_0:
-        return TF_MATVEC(avx2, dot_q5_0, block_q5_0, block_q8_0);
+        return TF_MATVEC_0(avx2, block_q5_0);
       case tensor_type::q8_0:
-        return TF_MATVEC(avx2, dot_q8_0, block_q8_0, block_q8_0);
+        return TF_MATVEC_0(avx2, block_q8_0);
       case tensor_type::q2_k:
         return TF_MATVEC(avx2, dot_q2_k, block_q2_k, block_q8_k);
       case tensor_type::q3_k:
@@ -175,6 +175,7 @@ inline matvec_fn matvec_for(tf::model::tensor_type t, isa path) {
   }
 #undef TF_MATVEC
 #undef TF_MATVEC_0U
+#undef TF_MATVEC_0
 #endif
   (void)t;
   (void)path;
