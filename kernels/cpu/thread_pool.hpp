@@ -1,12 +1,15 @@
 #pragma once
 /// A persistent thread pool: workers are created once; parallel_for splits [0, n) statically.
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace tf::kernels::cpu {
 
@@ -21,12 +24,9 @@ class thread_pool {
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
   ~thread_pool() {
-    {
-      std::lock_guard lock(mutex_);
-      stop_ = true;
-      generation_.fetch_add(1, std::memory_order_release);
-    }
-    wake_.notify_all();
+    stop_.store(true, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_seq_cst);
+    generation_.notify_all();
     for (auto& t : workers_) t.join();
   }
 
@@ -49,27 +49,42 @@ class thread_pool {
       return;
     }
     auto call = [](void* ctx, std::int64_t b, std::int64_t e) { (*static_cast<Fn*>(ctx))(b, e); };
-    {
-      std::lock_guard lock(mutex_);
-      task_ = call;
-      ctx_ = static_cast<void*>(&fn);
-      n_items_ = n_items;
-      error_ = nullptr;
-      pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-      generation_.fetch_add(1, std::memory_order_release);
-    }
-    wake_.notify_all();
+    // Workers read these only after seeing the new generation, and the last call's workers are
+    // all done with them (pending_ reached 0), so no lock is needed.
+    task_ = call;
+    ctx_ = static_cast<void*>(&fn);
+    n_items_ = n_items;
+    error_ = nullptr;
+    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_seq_cst);
+    if (sleeping_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
     run_chunk(0);
-    // Spin briefly (workers finish together with static chunks), then sleep.
-    for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
-      if (spin < 20000) continue;
-      std::unique_lock lock(mutex_);
-      done_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
+    // Spin while the workers finish (static chunks end together), then sleep.
+    for (int spin = 0;; ++spin) {
+      int p = pending_.load(std::memory_order_acquire);
+      if (p == 0) break;
+      if (spin < spin_limit) {
+        relax();
+        continue;
+      }
+      caller_sleeping_.store(true, std::memory_order_seq_cst);
+      p = pending_.load(std::memory_order_seq_cst);
+      if (p != 0) pending_.wait(p, std::memory_order_acquire);
+      caller_sleeping_.store(false, std::memory_order_relaxed);
     }
     if (error_) std::rethrow_exception(error_);
   }
 
  private:
+  // Pause iterations a waiting thread spins before it sleeps: decode calls come back to back.
+  static constexpr int spin_limit = 1 << 14;
+
+  static void relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#endif
+  }
+
   void run_chunk(int i) {
     std::int64_t b = 0, e = 0;
     chunk(n_items_, n_threads_, i, b, e);
@@ -77,46 +92,48 @@ class thread_pool {
     try {
       task_(ctx_, b, e);
     } catch (...) {
-      std::lock_guard lock(mutex_);
+      std::lock_guard lock(error_mutex_);
       if (!error_) error_ = std::current_exception();
     }
   }
 
   void run(int i) {
-    std::uint64_t seen = 0;
+    std::uint32_t seen = 0;
     for (;;) {
-      // Spin on the generation first: decode calls come back to back.
-      std::uint64_t g = generation_.load(std::memory_order_acquire);
-      for (int spin = 0; g == seen && spin < 20000; ++spin)
+      std::uint32_t g = generation_.load(std::memory_order_acquire);
+      for (int spin = 0; g == seen && spin < spin_limit; ++spin) {
+        relax();
         g = generation_.load(std::memory_order_acquire);
-      if (g == seen) {
-        std::unique_lock lock(mutex_);
-        wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      }
+      while (g == seen) {
+        // Announce the sleep before the last look, so parallel_for either sees a sleeper and
+        // notifies or its new generation is seen here.
+        sleeping_.fetch_add(1, std::memory_order_seq_cst);
+        if (generation_.load(std::memory_order_seq_cst) == seen)
+          generation_.wait(seen, std::memory_order_acquire);
+        sleeping_.fetch_sub(1, std::memory_order_relaxed);
         g = generation_.load(std::memory_order_acquire);
       }
       seen = g;
-      {
-        std::lock_guard lock(mutex_);
-        if (stop_) return;
-      }
+      if (stop_.load(std::memory_order_relaxed)) return;
       run_chunk(i);
-      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::lock_guard lock(mutex_);
-        done_.notify_one();
-      }
+      if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+          caller_sleeping_.load(std::memory_order_seq_cst))
+        pending_.notify_one();
     }
   }
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable wake_, done_;
-  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<std::uint32_t> generation_{0};
   std::atomic<int> pending_{0};
-  bool stop_ = false;
+  std::atomic<int> sleeping_{0};
+  std::atomic<bool> caller_sleeping_{false};
+  std::atomic<bool> stop_{false};
   void (*task_)(void*, std::int64_t, std::int64_t) = nullptr;
   void* ctx_ = nullptr;
   std::int64_t n_items_ = 0;
+  std::mutex error_mutex_;
   std::exception_ptr error_;
 };
 

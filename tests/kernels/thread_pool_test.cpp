@@ -3,8 +3,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <memory>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 namespace cpu = tf::kernels::cpu;
@@ -48,4 +52,32 @@ TEST_CASE("an exception in a chunk reaches the caller and the pool keeps working
     for (std::int64_t i = b; i < e; ++i) sum += i;
   });
   CHECK(sum == 4950);
+}
+
+TEST_CASE("workers that went to sleep wake for the next call, and a slow chunk is waited for",
+          "[thread_pool]") {
+  using namespace std::chrono_literals;
+  for (int threads : {2, 3}) {
+    cpu::thread_pool pool(threads);
+    for (int round = 0; round < 4; ++round) {
+      // Longer than any spin: the workers (and then the caller) sleep between and during calls.
+      std::this_thread::sleep_for(20ms);
+      std::vector<int> hits(30, 0);
+      pool.parallel_for(30, [&](std::int64_t b, std::int64_t e) {
+        if (b > 0) std::this_thread::sleep_for(10ms);
+        for (std::int64_t i = b; i < e; ++i) ++hits[static_cast<std::size_t>(i)];
+      });
+      CHECK(std::count(hits.begin(), hits.end(), 1) == 30);
+    }
+    // Back-to-back calls after the sleeps still see every item once.
+    std::atomic<std::int64_t> sum = 0;
+    for (int i = 0; i < 2000; ++i)
+      pool.parallel_for(8, [&](std::int64_t b, std::int64_t e) { sum += e - b; });
+    CHECK(sum == 16000);
+  }
+  // A pool destroyed while its workers sleep joins them.
+  auto idle = std::make_unique<cpu::thread_pool>(4);
+  std::this_thread::sleep_for(20ms);
+  idle.reset();
+  CHECK(idle == nullptr);
 }
