@@ -69,7 +69,8 @@ std::uint64_t weight_bytes(std::filesystem::path const& path) {
 
 int main(int argc, char** argv) {
   CLI::App app{"serve: an OpenAI-compatible server for tf models"};
-  std::string model_path, parallel_s = "4", backend = "cpu", host = "127.0.0.1", api_key;
+  std::string model_path, parallel_s = "4", backend = "cpu", host = "127.0.0.1", api_key,
+                          load = "auto";
   std::size_t context = 8192, threads = std::max(1u, std::thread::hardware_concurrency()),
               max_queue = 64, max_body = 4u << 20;
   std::uint32_t max_auto_streams = 8;
@@ -85,6 +86,10 @@ int main(int argc, char** argv) {
   app.add_option("--host", host, "address to bind (default loopback only)");
   app.add_option("--port", port, "port (0: any free port)");
   app.add_option("--threads", threads, "CPU threads for the forward");
+  app.add_option("--load", load,
+                 "read: copy the weights into huge-page memory (faster CPU decode); map: mmap "
+                 "them; auto: read on the cpu backend, map on cuda")
+      ->check(CLI::IsMember({"auto", "read", "map"}));
   app.add_option("--prompt-cache-gib", prompt_cache_gib,
                  "kept-prompt budget in GiB (at most what the streams leave)");
   app.add_option("--reserve-gib", reserve_gib,
@@ -200,8 +205,10 @@ int main(int argc, char** argv) {
                                                                    : std::optional(model_path));
       fmt::print(stderr, "tf: loading {}\n", path.string());
       server.set_progress(0.1);
-      file.emplace(tf::model::model_file::open(path));
-      auto const arch = file->architecture();
+      bool const read = load == "read" || (load == "auto" && backend == "cpu");
+      // Mapped first: the budget is read before a copy of the weights takes memory.
+      file.emplace(tf::model::model_file::open(path, tf::model::load_mode::map));
+      std::string const arch(file->architecture());
       auto text = load_text(*file, path);  // the tokenizer and chat template
       tf::families::dispatch_cpu(arch, [&](auto entry_type) {
         using entry = typename decltype(entry_type)::type;
@@ -210,6 +217,7 @@ int main(int argc, char** argv) {
         parallel = b.streams;
         std::size_t const pages = pool_pages(b);
         tf::serve::host_config cfg{parallel, context, max_queue, page_tokens};
+        if (read) file.emplace(tf::model::model_file::open(path, tf::model::load_mode::read));
         auto model = std::make_unique<tf::serve::forward_model<entry>>(*file, pages, page_tokens,
                                                                        static_cast<int>(threads));
         server.set_progress(0.6);

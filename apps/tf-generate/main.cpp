@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   std::optional<std::string> model_path;
   std::string prompt, system, tokens_arg;
   int n_predict = 64, threads = 1, context = 0;
+  std::string load = "read";
   bool chat = false, ignore_eos = false, quiet = false, kv_f16 = false;
   tf::sample::sampling_params sp;
   sp.repetition_penalty = 1.0f;
@@ -95,12 +96,16 @@ int main(int argc, char** argv) {
   app.add_option("--context", context, "context size (default: prompt + n, at least 256)");
   app.add_flag("--ignore-eos", ignore_eos, "keep generating past end-of-generation tokens");
   app.add_flag("-q,--quiet", quiet, "print only the statistics line");
+  app.add_option("--load", load,
+                 "read: copy the weights into huge-page memory (faster CPU decode); map: mmap them")
+      ->check(CLI::IsMember({"read", "map"}));
   app.add_flag("--kv-f16", kv_f16, "f16 KV cache (half the memory; ggml-style rounding)");
   CLI11_PARSE(app, argc, argv);
 
   try {
     auto path = tf::model::resolve_model_path(model_path);
-    auto file = tf::model::model_file::open(path);
+    auto file = tf::model::model_file::open(
+        path, load == "map" ? tf::model::load_mode::map : tf::model::load_mode::read);
 
     std::optional<tf::tokenizer::tokenizer> tok;
     // A file without a tokenizer (test fixtures) still runs from --tokens.

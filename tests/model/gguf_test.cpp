@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -137,6 +138,27 @@ TEST_CASE("gguf: from_bytes equals open, and v2 reads like v3") {
   auto moved = std::move(v2);
   CHECK(moved.architecture() == "tinyarch");
   CHECK(moved.find_tensor("t.q8_0") != nullptr);
+}
+
+TEST_CASE("gguf: a file read into memory equals the mapped one, and read refuses what map does") {
+  auto mapped = gguf_file::open(fixture("tiny.gguf"), tf::model::load_mode::map);
+  auto read = gguf_file::open(fixture("tiny.gguf"), tf::model::load_mode::read);
+  REQUIRE(read.tensors().size() == mapped.tensors().size());
+  for (std::size_t i = 0; i < read.tensors().size(); ++i) {
+    auto const& r = read.tensors()[i];
+    auto const& m = mapped.tensors()[i];
+    CHECK(r.name == m.name);
+    REQUIRE(r.bytes == m.bytes);
+    CHECK(std::memcmp(r.data, m.data, r.bytes) == 0);
+    CHECK(r.data != m.data);
+  }
+  // The copy is 2 MiB aligned, so the file's own tensor alignment carries over.
+  CHECK(reinterpret_cast<std::uintptr_t>(read.tensors()[0].data) % 32 == 0);
+  auto moved = std::move(read);
+  CHECK(moved.find_tensor("t.q8_0") != nullptr);
+  CHECK_THROWS_AS(gguf_file::open(fixture("no-such-file.gguf"), tf::model::load_mode::read),
+                  tf::error);
+  CHECK_THROWS_AS(gguf_file::open(TF_FIXTURES_DIR, tf::model::load_mode::read), tf::error);
 }
 
 namespace {

@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -48,6 +49,19 @@ TEST_CASE("model_file: a file opens as GGUF, a folder as HF") {
   CHECK(h.find_tensor("model.norm.weight") != nullptr);
   CHECK_THROWS_AS(model_file::open(fixture("absent.gguf")), tf::error);
   CHECK_THROWS_AS(model_file::open(fixture("tiny.json")), tf::error);  // not GGUF
+}
+
+TEST_CASE("model_file: read mode holds the same tensors as map mode, for GGUF and HF") {
+  for (auto const* name : {"tiny.gguf", "hf_sharded"}) {
+    auto m = model_file::open(fixture(name), tf::model::load_mode::map);
+    auto r = model_file::open(fixture(name), tf::model::load_mode::read);
+    REQUIRE(r.tensors().size() == m.tensors().size());
+    for (std::size_t i = 0; i < r.tensors().size(); ++i) {
+      REQUIRE(r.tensors()[i].bytes == m.tensors()[i].bytes);
+      CHECK(std::memcmp(r.tensors()[i].data, m.tensors()[i].data, r.tensors()[i].bytes) == 0);
+    }
+  }
+  CHECK_THROWS_AS(model_file::open(fixture("absent.gguf"), tf::model::load_mode::read), tf::error);
 }
 
 TEST_CASE("model_file: the real Gemma 3 270M GGUF") {

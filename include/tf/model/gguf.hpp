@@ -3,6 +3,7 @@
 #include <tf/error.hpp>
 #include <tf/model/detail/byte_cursor.hpp>
 #include <tf/model/detail/mapped_bytes.hpp>
+#include <tf/model/load_mode.hpp>
 #include <tf/model/tensor_type.hpp>
 #include <tf/model/tensor_view.hpp>
 
@@ -87,9 +88,12 @@ struct gguf_kv {
 
 class gguf_file {
  public:
-  /// Maps and validates `path`; throws tf::error naming the byte offset and what was expected.
-  static gguf_file open(const std::filesystem::path& path) {
-    return gguf_file(detail::mapped_bytes::map(path), path.string());
+  /// Maps (or reads, per `mode`) and validates `path`; throws tf::error naming the byte offset
+  /// and what was expected.
+  static gguf_file open(const std::filesystem::path& path, load_mode mode = load_mode::map) {
+    return gguf_file(mode == load_mode::read ? detail::mapped_bytes::read(path)
+                                             : detail::mapped_bytes::map(path),
+                     path.string());
   }
   /// Validates an in-memory copy (for tests and fuzzing).
   static gguf_file from_bytes(std::vector<std::byte> bytes) {

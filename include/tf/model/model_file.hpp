@@ -13,13 +13,14 @@ namespace tf::model {
 
 class model_file {
  public:
-  static model_file open(const std::filesystem::path& path) {
+  /// Opens `path`; `mode` says whether its bytes are mapped or read into memory.
+  static model_file open(const std::filesystem::path& path, load_mode mode = load_mode::map) {
     std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) return model_file(hf_model::open(path));
+    if (std::filesystem::is_directory(path, ec)) return model_file(hf_model::open(path, mode));
     if (!std::filesystem::exists(path, ec))
       throw error("tf: model {} does not exist (give a .gguf file or a Hugging Face folder)",
                   path.string());
-    return model_file(gguf_file::open(path));
+    return model_file(gguf_file::open(path, mode));
   }
 
   bool is_gguf() const { return std::holds_alternative<gguf_file>(file_); }

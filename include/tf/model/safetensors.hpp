@@ -3,6 +3,7 @@
 /// model.safetensors.index.json), memory-mapped and validated up front; F32, F16 and BF16.
 #include <tf/error.hpp>
 #include <tf/model/detail/mapped_bytes.hpp>
+#include <tf/model/load_mode.hpp>
 #include <tf/model/tensor_type.hpp>
 #include <tf/model/tensor_view.hpp>
 
@@ -131,7 +132,7 @@ inline void parse_safetensors(const mapped_bytes& bytes, const std::string& wher
 class hf_model {
  public:
   /// Opens `dir`: config.json plus model.safetensors.index.json's shards, or every *.safetensors.
-  static hf_model open(const std::filesystem::path& dir) {
+  static hf_model open(const std::filesystem::path& dir, load_mode mode = load_mode::map) {
     namespace fs = std::filesystem;
     if (!fs::is_directory(dir)) throw error("tf: {} is not a folder", dir.string());
     hf_model m;
@@ -174,7 +175,8 @@ class hf_model {
 
     for (auto const& f : files) {
       auto path = dir / f;
-      m.shards_.push_back(detail::mapped_bytes::map(path));
+      m.shards_.push_back(mode == load_mode::read ? detail::mapped_bytes::read(path)
+                                                  : detail::mapped_bytes::map(path));
       auto before = m.tensors_.size();
       detail::parse_safetensors(m.shards_.back(), path.string(), m.tensors_);
       m.shard_of_.resize(m.tensors_.size(), m.shards_.size() - 1);

@@ -5,6 +5,10 @@
 #include <tf/serve/openai_request.hpp>
 #include <tf/serve/sha256.hpp>
 
+// httplib's default backlog of 5 drops connections when many clients connect at once.
+#ifndef CPPHTTPLIB_LISTEN_BACKLOG
+#define CPPHTTPLIB_LISTEN_BACKLOG 512
+#endif
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
@@ -189,6 +193,38 @@ class api_server {
     return b;
   }
 
+  static bool has_body(httplib::Request const& req) {
+    auto const length = req.get_header_value("Content-Length");
+    return req.get_header_value("Transfer-Encoding") == "chunked" ||
+           (!length.empty() && length.find_first_not_of('0') != std::string::npos);
+  }
+
+  // Answers a connection over the cap (503) or a /v1 request without the API key (401); false
+  // when the request may go on.
+  bool turned_away(httplib::Request const& req, httplib::Response& res) {
+    if (tl_over_connection_cap) {
+      if (auto b = backend()) b->stats().rejected_connections++;
+      res.set_header("Retry-After", "1");
+      res.set_header("Connection", "close");
+      send_error(res, api_error(503,
+                                fmt::format("the server has its {} connections open; retry soon",
+                                            cfg_.max_connections),
+                                "server_error", "", "too_many_connections"));
+      return true;
+    }
+    if (cfg_.api_key.empty() || req.path.rfind("/v1", 0) != 0) return false;
+    auto h = req.get_header_value("Authorization");
+    std::string_view const prefix = "Bearer ";
+    bool ok = h.size() > prefix.size() && std::string_view(h).substr(0, prefix.size()) == prefix &&
+              constant_time_equal(std::string_view(h).substr(prefix.size()), cfg_.api_key);
+    if (ok) return false;
+    if (auto b = backend()) b->stats().rejected_auth++;
+    res.set_header("WWW-Authenticate", "Bearer");
+    send_error(res, api_error(401, "a valid API key is required (Authorization: Bearer KEY)",
+                              "invalid_request_error", "", "invalid_api_key"));
+    return true;
+  }
+
   void routes() {
     auto const cap = std::max<std::size_t>(cfg_.max_connections, 1);
     auto const overflow = std::max<std::size_t>(cfg_.overflow_workers, 1);
@@ -198,30 +234,12 @@ class api_server {
     http_.set_write_timeout(cfg_.write_timeout_s, 0);
     http_.set_keep_alive_max_count(100);
     http_.set_keep_alive_timeout(5);
+    // A request with a body is turned away only after routing has read that body: closing a
+    // socket with unread bytes resets it, and the client would never see the answer.
     http_.set_pre_routing_handler([this](httplib::Request const& req, httplib::Response& res) {
-      if (tl_over_connection_cap) {
-        if (auto b = backend()) b->stats().rejected_connections++;
-        res.set_header("Retry-After", "1");
-        res.set_header("Connection", "close");
-        send_error(res, api_error(503,
-                                  fmt::format("the server has its {} connections open; retry soon",
-                                              cfg_.max_connections),
-                                  "server_error", "", "too_many_connections"));
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      if (cfg_.api_key.empty() || req.path.rfind("/v1", 0) != 0)
-        return httplib::Server::HandlerResponse::Unhandled;
-      auto h = req.get_header_value("Authorization");
-      std::string_view const prefix = "Bearer ";
-      bool ok = h.size() > prefix.size() &&
-                std::string_view(h).substr(0, prefix.size()) == prefix &&
-                constant_time_equal(std::string_view(h).substr(prefix.size()), cfg_.api_key);
-      if (ok) return httplib::Server::HandlerResponse::Unhandled;
-      if (auto b = backend()) b->stats().rejected_auth++;
-      res.set_header("WWW-Authenticate", "Bearer");
-      send_error(res, api_error(401, "a valid API key is required (Authorization: Bearer KEY)",
-                                "invalid_request_error", "", "invalid_api_key"));
-      return httplib::Server::HandlerResponse::Handled;
+      if (has_body(req)) return httplib::Server::HandlerResponse::Unhandled;
+      return turned_away(req, res) ? httplib::Server::HandlerResponse::Handled
+                                   : httplib::Server::HandlerResponse::Unhandled;
     });
     http_.set_error_handler([](httplib::Request const&, httplib::Response& res) {
       if (!res.body.empty()) return;
@@ -292,10 +310,10 @@ class api_server {
                       "text/plain; version=0.0.4");
     });
     http_.Post("/v1/chat/completions", [this](httplib::Request const& req, httplib::Response& res) {
-      complete(req, res, true);
+      if (!turned_away(req, res)) complete(req, res, true);
     });
     http_.Post("/v1/completions", [this](httplib::Request const& req, httplib::Response& res) {
-      complete(req, res, false);
+      if (!turned_away(req, res)) complete(req, res, false);
     });
   }
 
