@@ -122,7 +122,7 @@ void matvec_rows(const std::uint8_t* w, std::int64_t wrb, std::int64_t rows, con
 }
 #define TF_MATVEC(ns, fn, W, X) matvec_rows<W, X, ns::matvec<W, X, ns::fn<1>>>
 #define TF_MATVEC_0(ns, W) matvec_rows<W, block_q8_0, ns::matvec0<W, block_q8_0>>
-#define TF_MATVEC_0U(W) matvec_rows<W, block_q8_0u, avx512::matvec0u<W>>
+#define TF_MATVEC_0C(W) matvec_rows<W, block_q8_0c, avx512::matvec0c<W>>
 #endif
 
 /// A matvec routine for (type, path), or nullptr where the one-row dot is used row by row.
@@ -132,11 +132,11 @@ inline matvec_fn matvec_for(tf::model::tensor_type t, isa path) {
   if (path == isa::avx512) {
     switch (t) {
       case tensor_type::q4_0:
-        return TF_MATVEC_0U(block_q4_0);
+        return TF_MATVEC_0C(block_q4_0);
       case tensor_type::q5_0:
-        return TF_MATVEC_0U(block_q5_0);
+        return TF_MATVEC_0C(block_q5_0);
       case tensor_type::q8_0:
-        return TF_MATVEC_0U(block_q8_0);
+        return TF_MATVEC_0C(block_q8_0);
       case tensor_type::q2_k:
         return TF_MATVEC(avx512, dot_q2_k, block_q2_k, block_q8_k);
       case tensor_type::q3_k:
@@ -174,7 +174,7 @@ inline matvec_fn matvec_for(tf::model::tensor_type t, isa path) {
     }
   }
 #undef TF_MATVEC
-#undef TF_MATVEC_0U
+#undef TF_MATVEC_0C
 #undef TF_MATVEC_0
 #endif
   (void)t;
@@ -182,7 +182,14 @@ inline matvec_fn matvec_for(tf::model::tensor_type t, isa path) {
   return nullptr;
 }
 
-/// Whether (type, path) dots against block_q8_0u rows instead of block_q8_0.
+/// log2 of the offset the VNNI matvecs add to a _0 type's quants (see block_q8_0c).
+inline int unsigned_q_shift(tf::model::tensor_type t) {
+  using tf::model::tensor_type;
+  return t == tensor_type::q8_0 ? 7 : t == tensor_type::q5_0 ? 4 : 3;
+}
+
+/// Whether (type, path) dots against block_q8_0u rows instead of block_q8_0 (block_q8_0c for
+/// one activation row).
 inline bool unsigned_q8_0_act(tf::model::tensor_type t, isa path) {
   using tf::model::tensor_type;
   return TF_KERNELS_X86 && path == isa::avx512 &&
@@ -353,9 +360,13 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   const detail::dot_fn dot = detail::dot_for(p.w_type, path);
   const bool float_act = act_format_of(p.w_type) == act_format::f32;
   const bool unsigned_act = detail::unsigned_q8_0_act(p.w_type, path);
-  const std::int64_t arb = unsigned_act
-                               ? p.k / qk32 * static_cast<std::int64_t>(sizeof(block_q8_0u))
-                               : act_row_bytes(p.w_type, p.k);
+  const detail::matvec_fn mv = p.b == 1 ? detail::matvec_for(p.w_type, path) : nullptr;
+  // The VNNI _0 matvecs take block_q8_0c, the batched dots block_q8_0u.
+  const bool corrected_act = unsigned_act && mv;
+  const std::int64_t arb =
+      corrected_act  ? p.k / qk32 * static_cast<std::int64_t>(sizeof(block_q8_0c))
+      : unsigned_act ? p.k / qk32 * static_cast<std::int64_t>(sizeof(block_q8_0u))
+                     : act_row_bytes(p.w_type, p.k);
   const std::int64_t wrb =
       static_cast<std::int64_t>(tf::model::row_bytes(p.w_type, static_cast<std::uint64_t>(p.k)));
   const std::int64_t dot_n = float_act ? p.k : p.k / tr.block_elems;
@@ -371,6 +382,9 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
       std::uint8_t* d = dst + r * arb;
       if (!unsigned_act) return quantize_activation_row(p.w_type, x, p.k, d, path);
 #if TF_KERNELS_X86
+      if (corrected_act)
+        return avx2::quantize_row_q8_0c(x, reinterpret_cast<block_q8_0c*>(d), p.k,
+                                        detail::unsigned_q_shift(p.w_type));
       avx2::quantize_row_q8_0u(x, reinterpret_cast<block_q8_0u*>(d), p.k);
 #endif
     };
@@ -388,13 +402,11 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   // dotted with them; the weights then stream from L2 once per group.
   const std::int64_t group = std::max<std::int64_t>(
       8, std::min<std::int64_t>(64, (24 << 10) / std::max<std::int64_t>(arb, 1)) / 8 * 8);
-  if (p.b == 1) {
-    if (const detail::matvec_fn mv = detail::matvec_for(p.w_type, path)) {
-      pool.parallel_for(p.n, [&](std::int64_t begin, std::int64_t end) {
-        mv(w + begin * wrb, wrb, end - begin, xq, dot_n, p.y + begin);
-      });
-      return;
-    }
+  if (mv) {
+    pool.parallel_for(p.n, [&](std::int64_t begin, std::int64_t end) {
+      mv(w + begin * wrb, wrb, end - begin, xq, dot_n, p.y + begin);
+    });
+    return;
   }
   pool.parallel_for(p.n, [&](std::int64_t begin, std::int64_t end) {
     float out[64];

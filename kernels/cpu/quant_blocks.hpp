@@ -105,6 +105,16 @@ struct block_q8_0u {
   std::uint8_t qs[32];  // q + 128
 };
 
+/// Q8_0 as the VNNI one-row matvecs take it: the scale widened and repeated, q as signed bytes,
+/// and per four bytes -(offset * their sum), where the weight's quants enter the dot as unsigned
+/// bytes q + offset (128 for Q8_0, 16 for Q5_0, 8 for Q4_0); the correction starts each int32
+/// lane, so the lane ends at the exact sum of q_w * q_x. An activation format only.
+struct block_q8_0c {
+  float d[8];            // fp16_to_fp32 of the Q8_0 block's f16 scale, eight times
+  std::int8_t qs[32];    // q
+  std::int32_t corr[8];  // -(offset * (qs[4j] + qs[4j+1] + qs[4j+2] + qs[4j+3]))
+};
+
 /// Q8_K: y = d * q; bsums[j] = sum of qs[16j .. 16j+15] (activation format for K-quant dots).
 struct block_q8_k {
   float d;                         // f32 scale

@@ -72,6 +72,24 @@ TF_QX86_FN void quantize_row_q8_0u(const float* x, block_q8_0u* y, std::int64_t 
   }
 }
 
+// As quantize_row_q8_0u, in block_q8_0c form for weight quants offset by 1 << offset_shift.
+TF_QX86_FN void quantize_row_q8_0c(const float* x, block_q8_0c* y, std::int64_t n,
+                                   int offset_shift) {
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  const __m128i shift = _mm_cvtsi32_si128(offset_shift);
+  for (std::int64_t i = 0; i < n / qk32; ++i) {
+    const float* xb = x + i * qk32;
+    const float d = amax32(xb) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    _mm256_storeu_ps(y[i].d, _mm256_set1_ps(fp16_to_fp32(fp32_to_fp16(d))));
+    const __m256i q = quantize32(xb, id);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[i].qs), q);
+    const __m256i sum4 = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[i].corr),
+                        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_sll_epi32(sum4, shift)));
+  }
+}
+
 TF_QX86_FN void quantize_row_q8_k(const float* x, block_q8_k* y, std::int64_t n) {
   const __m256i lo = _mm256_set1_epi8(-127), ones = _mm256_set1_epi8(1);
   for (std::int64_t i = 0; i < n / qk256; ++i) {

@@ -90,6 +90,33 @@ TEST_CASE("AVX2 Q8_0u quantization writes the scalar Q8_0u bytes, and those are 
   }
 }
 
+TEST_CASE("AVX2 Q8_0c quantization holds Q8_0's quants and scale and -(offset x 4-byte sums)") {
+  if (!have_avx2()) {
+    SUCCEED("SKIP: this CPU has no AVX2");
+    return;
+  }
+  std::mt19937 gen(11);
+  for (int shift : {3, 4, 7}) {
+    for (std::int64_t n : {32, 640, 2048}) {
+      auto x = tricky_rows(n, gen);
+      auto const nb = static_cast<std::size_t>(n / 32);
+      std::vector<cpu::block_q8_0c> c(nb);
+      std::vector<cpu::block_q8_0> q(nb);
+      cpu::avx2::quantize_row_q8_0c(x.data(), c.data(), n, shift);
+      cpu::quantize_row_q8_0(x.data(), q.data(), n);
+      for (std::size_t i = 0; i < nb; ++i) {
+        for (float d : c[i].d) CHECK(d == cpu::fp16_to_fp32(q[i].d));
+        REQUIRE(std::memcmp(c[i].qs, q[i].qs, 32) == 0);
+        for (int j = 0; j < 8; ++j) {
+          int sum = 0;
+          for (int t = 0; t < 4; ++t) sum += q[i].qs[4 * j + t];
+          CHECK(c[i].corr[j] == -(sum << shift));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("AVX2 Q8_K quantization writes the scalar quantizer's bytes, bsums included") {
   if (!have_avx2()) {
     SUCCEED("SKIP: this CPU has no AVX2");
