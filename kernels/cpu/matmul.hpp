@@ -89,19 +89,21 @@ void rows_by_four(const void* w, const void* const* x, std::int64_t n, std::int6
 }
 #define TF_ROWS4(ns, fn, W, X) rows_by_four<W, X, ns::fn<4>, ns::fn<1>>
 
-// Activation rows in pairs (block_q8_0u2), four pairs per pass, then one; `out` has room for nr
-// rounded up to even (an odd last row is paired with a zero row whose result is dropped).
-template <class W>
-void rows_by_pairs(const void* w, const void* const* x, std::int64_t n, std::int64_t nr,
+// Eight rows per pass, then four, then one (same arithmetic for every row).
+template <class W, class X, void (*F8)(const W*, const X* const*, std::int64_t, float*),
+          void (*F4)(const W*, const X* const*, std::int64_t, float*),
+          void (*F1)(const W*, const X* const*, std::int64_t, float*)>
+void rows_by_eight(const void* w, const void* const* x, std::int64_t n, std::int64_t nr,
                    float* out) {
   const auto* wb = static_cast<const W*>(w);
-  const auto* const* xp = reinterpret_cast<const block_q8_0u2* const*>(x);
-  const std::int64_t np = (nr + 1) / 2;
-  std::int64_t p = 0;
-  for (; p + 4 <= np; p += 4) avx512::dot_0u2<4>(wb, xp + p, n, out + 2 * p);
-  for (; p < np; ++p) avx512::dot_0u2<1>(wb, xp + p, n, out + 2 * p);
+  const auto* const* xb = reinterpret_cast<const X* const*>(x);
+  std::int64_t r = 0;
+  for (; r + 8 <= nr; r += 8) F8(wb, xb + r, n, out + r);
+  for (; r + 4 <= nr; r += 4) F4(wb, xb + r, n, out + r);
+  for (; r < nr; ++r) F1(wb, xb + r, n, out + r);
 }
-#define TF_ROWS8_0U(W) rows_by_pairs<W>
+#define TF_ROWS8_0U(W) \
+  rows_by_eight<W, block_q8_0u, avx512::dot_0u<8, W>, avx512::dot_0u<4, W>, avx512::dot_0u<1, W>>
 #endif
 
 // One activation row against `rows` consecutive weight rows `wrb` bytes apart, into y [rows].
@@ -361,13 +363,10 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   const detail::matvec_fn mv = p.b == 1 ? detail::matvec_for(p.w_type, path) : nullptr;
   // The VNNI _0 matvecs take block_q8_0c, the batched dots block_q8_0u.
   const bool corrected_act = unsigned_act && mv;
-  const bool paired_act = unsigned_act && !mv;
-  // Bytes per activation row, or per pair of rows for block_q8_0u2.
   const std::int64_t arb =
-      corrected_act ? p.k / qk32 * static_cast<std::int64_t>(sizeof(block_q8_0c))
-      : paired_act  ? p.k / qk32 * static_cast<std::int64_t>(sizeof(block_q8_0u2))
-                    : act_row_bytes(p.w_type, p.k);
-  const std::int64_t x_rows = paired_act ? (p.b + 1) / 2 : p.b;
+      corrected_act  ? p.k / qk32 * static_cast<std::int64_t>(sizeof(block_q8_0c))
+      : unsigned_act ? p.k / qk32 * static_cast<std::int64_t>(sizeof(block_q8_0u))
+                     : act_row_bytes(p.w_type, p.k);
   const std::int64_t wrb =
       static_cast<std::int64_t>(tf::model::row_bytes(p.w_type, static_cast<std::uint64_t>(p.k)));
   const std::int64_t dot_n = float_act ? p.k : p.k / tr.block_elems;
@@ -375,26 +374,20 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   thread_local std::vector<std::uint8_t> scratch;
   const std::uint8_t* xq = reinterpret_cast<const std::uint8_t*>(p.x);
   if (!float_act) {
-    // 64-byte aligned: the activation blocks are whole cache lines (block_q8_0u2: two), and a
-    // vector load split across two lines costs the hot loops.
-    if (scratch.size() < static_cast<std::size_t>(arb * x_rows + 64))
-      scratch.resize(static_cast<std::size_t>(arb * x_rows + 64));
-    std::uint8_t* dst =
-        scratch.data() + (64 - reinterpret_cast<std::uintptr_t>(scratch.data()) % 64) % 64;
+    if (scratch.size() < static_cast<std::size_t>(arb * p.b))
+      scratch.resize(static_cast<std::size_t>(arb * p.b));
+    std::uint8_t* dst = scratch.data();
     auto quantize = [&](std::int64_t r) {
       const float* x = p.x + r * p.k;
-      if (!unsigned_act) return quantize_activation_row(p.w_type, x, p.k, dst + r * arb, path);
+      std::uint8_t* d = dst + r * arb;
+      if (!unsigned_act) return quantize_activation_row(p.w_type, x, p.k, d, path);
 #if TF_KERNELS_X86
       if (corrected_act)
-        return avx2::quantize_row_q8_0c(x, reinterpret_cast<block_q8_0c*>(dst + r * arb), p.k,
+        return avx2::quantize_row_q8_0c(x, reinterpret_cast<block_q8_0c*>(d), p.k,
                                         detail::unsigned_q_shift(p.w_type));
-      avx2::quantize_row_q8_0u2(x, reinterpret_cast<block_q8_0u2*>(dst + r / 2 * arb), p.k,
-                                static_cast<int>(r % 2));
+      avx2::quantize_row_q8_0u(x, reinterpret_cast<block_q8_0u*>(d), p.k);
 #endif
     };
-    // An odd last row's partner is all zeros (scale 0), so its dropped result is finite.
-    if (paired_act && p.b % 2 == 1)
-      std::memset(dst + (x_rows - 1) * arb, 0, static_cast<std::size_t>(arb));
     pool.parallel_for(p.b, [&](std::int64_t r0, std::int64_t r1) {
       for (std::int64_t r = r0; r < r1; ++r) quantize(r);
     });
@@ -402,14 +395,13 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   }
   const auto* w = static_cast<const std::uint8_t*>(p.w);
   thread_local std::vector<const void*> rows;
-  rows.resize(static_cast<std::size_t>(x_rows));
-  for (std::int64_t r = 0; r < x_rows; ++r) rows[static_cast<std::size_t>(r)] = xq + r * arb;
+  rows.resize(static_cast<std::size_t>(p.b));
+  for (std::int64_t r = 0; r < p.b; ++r) rows[static_cast<std::size_t>(r)] = xq + r * arb;
   const void* const* xr = rows.data();
   // Activation rows in groups small enough to stay in L1 while every weight row of the chunk is
   // dotted with them; the weights then stream from L2 once per group.
-  const std::int64_t per_row = paired_act ? arb / 2 : arb;
   const std::int64_t group = std::max<std::int64_t>(
-      8, std::min<std::int64_t>(64, (24 << 10) / std::max<std::int64_t>(per_row, 1)) / 8 * 8);
+      8, std::min<std::int64_t>(64, (24 << 10) / std::max<std::int64_t>(arb, 1)) / 8 * 8);
   if (mv) {
     pool.parallel_for(p.n, [&](std::int64_t begin, std::int64_t end) {
       mv(w + begin * wrb, wrb, end - begin, xq, dot_n, p.y + begin);
@@ -421,7 +413,7 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
     for (std::int64_t r0 = 0; r0 < p.b; r0 += group) {
       const std::int64_t nr = p.b - r0 < group ? p.b - r0 : group;
       for (std::int64_t row = begin; row < end; ++row) {
-        dot(w + row * wrb, xr + (paired_act ? r0 / 2 : r0), dot_n, nr, out);
+        dot(w + row * wrb, xr + r0, dot_n, nr, out);
         for (std::int64_t r = 0; r < nr; ++r) p.y[(r0 + r) * p.n + row] = out[r];
       }
     }

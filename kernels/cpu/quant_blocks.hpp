@@ -105,13 +105,6 @@ struct block_q8_0u {
   std::uint8_t qs[32];  // q + 128
 };
 
-/// Two activation rows' block_q8_0u side by side, for the 512-bit batched dots: row 2p in the
-/// low half of each field, row 2p + 1 in the high half. An activation format only.
-struct block_q8_0u2 {
-  float d[16];          // row 2p's widened scale x 8, then row 2p + 1's
-  std::uint8_t qs[64];  // row 2p's q + 128, then row 2p + 1's
-};
-
 /// Q8_0 as the VNNI one-row matvecs take it: the scale widened and repeated, q as signed bytes,
 /// and per four bytes -(offset * their sum), where the weight's quants enter the dot as unsigned
 /// bytes q + offset (128 for Q8_0, 16 for Q5_0, 8 for Q4_0); the correction starts each int32

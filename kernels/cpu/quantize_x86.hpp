@@ -72,19 +72,6 @@ TF_QX86_FN void quantize_row_q8_0u(const float* x, block_q8_0u* y, std::int64_t 
   }
 }
 
-// As quantize_row_q8_0u, into half `half` (0 or 1) of each block_q8_0u2.
-TF_QX86_FN void quantize_row_q8_0u2(const float* x, block_q8_0u2* y, std::int64_t n, int half) {
-  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-  for (std::int64_t i = 0; i < n / qk32; ++i) {
-    const float* xb = x + i * qk32;
-    const float d = amax32(xb) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    _mm256_storeu_ps(y[i].d + 8 * half, _mm256_set1_ps(fp16_to_fp32(fp32_to_fp16(d))));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[i].qs + 32 * half),
-                        _mm256_xor_si256(quantize32(xb, id), bias));
-  }
-}
-
 // As quantize_row_q8_0u, in block_q8_0c form for weight quants offset by 1 << offset_shift.
 TF_QX86_FN void quantize_row_q8_0c(const float* x, block_q8_0c* y, std::int64_t n,
                                    int offset_shift) {

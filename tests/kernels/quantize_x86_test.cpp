@@ -90,30 +90,6 @@ TEST_CASE("AVX2 Q8_0u quantization writes the scalar Q8_0u bytes, and those are 
   }
 }
 
-TEST_CASE("AVX2 Q8_0u2 quantization puts each row's Q8_0u blocks in its half of a pair") {
-  if (!have_avx2()) {
-    SUCCEED("SKIP: this CPU has no AVX2");
-    return;
-  }
-  std::mt19937 gen(13);
-  for (std::int64_t n : {32, 640, 2048}) {
-    auto a = tricky_rows(n, gen), b = tricky_rows(n, gen);
-    auto const nb = static_cast<std::size_t>(n / 32);
-    std::vector<cpu::block_q8_0u2> pair(nb);
-    std::vector<cpu::block_q8_0u> qa(nb), qb(nb);
-    cpu::avx2::quantize_row_q8_0u2(a.data(), pair.data(), n, 0);
-    cpu::avx2::quantize_row_q8_0u2(b.data(), pair.data(), n, 1);
-    cpu::quantize_row_q8_0u(a.data(), qa.data(), n);
-    cpu::quantize_row_q8_0u(b.data(), qb.data(), n);
-    for (std::size_t i = 0; i < nb; ++i) {
-      REQUIRE(std::memcmp(pair[i].d, qa[i].d, sizeof qa[i].d) == 0);
-      REQUIRE(std::memcmp(pair[i].d + 8, qb[i].d, sizeof qb[i].d) == 0);
-      REQUIRE(std::memcmp(pair[i].qs, qa[i].qs, 32) == 0);
-      REQUIRE(std::memcmp(pair[i].qs + 32, qb[i].qs, 32) == 0);
-    }
-  }
-}
-
 TEST_CASE("AVX2 Q8_0c quantization holds Q8_0's quants and scale and -(offset x 4-byte sums)") {
   if (!have_avx2()) {
     SUCCEED("SKIP: this CPU has no AVX2");
