@@ -374,9 +374,11 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   thread_local std::vector<std::uint8_t> scratch;
   const std::uint8_t* xq = reinterpret_cast<const std::uint8_t*>(p.x);
   if (!float_act) {
-    if (scratch.size() < static_cast<std::size_t>(arb * p.b))
-      scratch.resize(static_cast<std::size_t>(arb * p.b));
-    std::uint8_t* dst = scratch.data();
+    // 64-byte aligned: a vector load split across two cache lines costs the hot loops.
+    if (scratch.size() < static_cast<std::size_t>(arb * p.b + 64))
+      scratch.resize(static_cast<std::size_t>(arb * p.b + 64));
+    std::uint8_t* dst =
+        scratch.data() + (64 - reinterpret_cast<std::uintptr_t>(scratch.data()) % 64) % 64;
     auto quantize = [&](std::int64_t r) {
       const float* x = p.x + r * p.k;
       std::uint8_t* d = dst + r * arb;
