@@ -102,8 +102,24 @@ void rows_by_eight(const void* w, const void* const* x, std::int64_t n, std::int
   for (; r + 4 <= nr; r += 4) F4(wb, xb + r, n, out + r);
   for (; r < nr; ++r) F1(wb, xb + r, n, out + r);
 }
-#define TF_ROWS8_0U(W) \
-  rows_by_eight<W, block_q8_0u, avx512::dot_0u<8, W>, avx512::dot_0u<4, W>, avx512::dot_0u<1, W>>
+#define TF_ROWS8(ns, fn, W, X) rows_by_eight<W, X, ns::fn<8>, ns::fn<4>, ns::fn<1>>
+
+// Sixteen rows per pass (AVX-512 has the registers for sixteen accumulators), then 8, 4, 1.
+template <class W, class X, void (*F16)(const W*, const X* const*, std::int64_t, float*),
+          void (*F8)(const W*, const X* const*, std::int64_t, float*),
+          void (*F4)(const W*, const X* const*, std::int64_t, float*),
+          void (*F1)(const W*, const X* const*, std::int64_t, float*)>
+void rows_by_sixteen(const void* w, const void* const* x, std::int64_t n, std::int64_t nr,
+                     float* out) {
+  const auto* wb = static_cast<const W*>(w);
+  const auto* const* xb = reinterpret_cast<const X* const*>(x);
+  std::int64_t r = 0;
+  for (; r + 16 <= nr; r += 16) F16(wb, xb + r, n, out + r);
+  rows_by_eight<W, X, F8, F4, F1>(w, x + r, n, nr - r, out + r);
+}
+#define TF_ROWS8_0U(W)                                                         \
+  rows_by_sixteen<W, block_q8_0u, avx512::dot_0u<16, W>, avx512::dot_0u<8, W>, \
+                  avx512::dot_0u<4, W>, avx512::dot_0u<1, W>>
 #endif
 
 // One activation row against `rows` consecutive weight rows `wrb` bytes apart, into y [rows].
@@ -210,15 +226,15 @@ inline dot_fn dot_for(tf::model::tensor_type t, isa path) {
       case tensor_type::q8_0:
         return TF_ROWS8_0U(block_q8_0);
       case tensor_type::q2_k:
-        return TF_ROWS4(avx512, dot_q2_k, block_q2_k, block_q8_k);
+        return TF_ROWS8(avx512, dot_q2_k, block_q2_k, block_q8_k);
       case tensor_type::q3_k:
-        return TF_ROWS4(avx512, dot_q3_k, block_q3_k, block_q8_k);
+        return TF_ROWS8(avx512, dot_q3_k, block_q3_k, block_q8_k);
       case tensor_type::q4_k:
-        return TF_ROWS4(avx512, dot_q4_k, block_q4_k, block_q8_k);
+        return TF_ROWS8(avx512, dot_q4_k, block_q4_k, block_q8_k);
       case tensor_type::q5_k:
-        return TF_ROWS4(avx512, dot_q5_k, block_q5_k, block_q8_k);
+        return TF_ROWS8(avx512, dot_q5_k, block_q5_k, block_q8_k);
       case tensor_type::q6_k:
-        return TF_ROWS4(avx512, dot_q6_k, block_q6_k, block_q8_k);
+        return TF_ROWS8(avx512, dot_q6_k, block_q6_k, block_q8_k);
       case tensor_type::f32:
         return rows_one_by_one<float, float, avx512::dot_f32>;
       case tensor_type::f16:
@@ -255,6 +271,7 @@ inline dot_fn dot_for(tf::model::tensor_type t, isa path) {
   }
 #undef TF_ROWS4
 #undef TF_ROWS8_0U
+#undef TF_ROWS8
 #else
   (void)path;
 #endif
@@ -403,7 +420,7 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   // Activation rows in groups small enough to stay in L1 while every weight row of the chunk is
   // dotted with them; the weights then stream from L2 once per group.
   const std::int64_t group = std::max<std::int64_t>(
-      8, std::min<std::int64_t>(64, (24 << 10) / std::max<std::int64_t>(arb, 1)) / 8 * 8);
+      16, std::min<std::int64_t>(64, (24 << 10) / std::max<std::int64_t>(arb, 1)) / 16 * 16);
   if (mv) {
     pool.parallel_for(p.n, [&](std::int64_t begin, std::int64_t end) {
       mv(w + begin * wrb, wrb, end - begin, xq, dot_n, p.y + begin);

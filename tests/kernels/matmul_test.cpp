@@ -161,8 +161,8 @@ TEST_CASE("matmul matches a double-precision dot of the dequantized operands", "
 }
 
 TEST_CASE("matmul is bit-identical across thread counts and batch sizes", "[matmul]") {
-  // 13 rows: the eight-, four- and one-row passes of the dot routines all run.
-  const std::int64_t n = 45, k = 256, b = 13;
+  // 29 rows: the sixteen-, eight-, four- and one-row passes of the dot routines all run.
+  const std::int64_t n = 45, k = 256, b = 29;
   for (auto t : all_types) {
     for (auto path : paths()) {
       DYNAMIC_SECTION(tf::model::traits_of(t).name << " " << cpu::isa_name(path)) {
