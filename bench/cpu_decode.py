@@ -51,7 +51,8 @@ if sb is not None:
                          text=True).stdout
     for m in re.finditer(r"(\d+) threads?,.*?([0-9.]+) GB/s", out):
         bw[int(m.group(1))] = float(m.group(2))
-    bw_src = "bench/stream_bandwidth, read-only sum, 1 GiB"
+    bw_src = ("bench/stream_bandwidth, read-only sum over 1 GiB, the best of 4 KiB and huge "
+              "pages, with and without software prefetch")
 if not bw:
     a = np.ones(64 << 20, dtype=np.float32)
     b = np.empty_like(a)
