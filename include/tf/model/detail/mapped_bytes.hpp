@@ -25,15 +25,8 @@ class mapped_bytes {
 
   /// Maps `path` read-only (MAP_PRIVATE); an empty file maps to an empty range.
   static mapped_bytes map(const std::filesystem::path& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw error("tf: cannot open {}: {}", path.string(), std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      throw error("tf: {} is not a regular file", path.string());
-    }
     mapped_bytes m;
-    m.size_ = static_cast<std::size_t>(st.st_size);
+    const int fd = open_regular(path, m.size_);
     if (m.size_ > 0) {
       void* p = ::mmap(nullptr, m.size_, PROT_READ, MAP_PRIVATE, fd, 0);
       if (p == MAP_FAILED) {
@@ -53,15 +46,8 @@ class mapped_bytes {
   /// pages, then makes it read-only: the CPU matvecs stream every weight once per token, and
   /// 4 KiB pages of a file mapping cost them TLB misses and prefetches that stop at page ends.
   static mapped_bytes read(const std::filesystem::path& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw error("tf: cannot open {}: {}", path.string(), std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      throw error("tf: {} is not a regular file", path.string());
-    }
     mapped_bytes m;
-    m.size_ = static_cast<std::size_t>(st.st_size);
+    const int fd = open_regular(path, m.size_);
     if (m.size_ == 0) {
       ::close(fd);
       return m;
@@ -124,6 +110,19 @@ class mapped_bytes {
   std::size_t size() const { return size_; }
 
  private:
+  // An O_RDONLY descriptor of the regular file `path` and its size; throws otherwise.
+  static int open_regular(const std::filesystem::path& path, std::size_t& size) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw error("tf: cannot open {}: {}", path.string(), std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      throw error("tf: {} is not a regular file", path.string());
+    }
+    size = static_cast<std::size_t>(st.st_size);
+    return fd;
+  }
+
   void swap(mapped_bytes& o) noexcept {
     std::swap(map_, o.map_);
     std::swap(data_, o.data_);
