@@ -13,7 +13,10 @@ if [[ ! -f "$sdist" ]]; then
 fi
 src="$build_root/llama_cpp_python-${version}/vendor/llama.cpp"
 [[ -d "$src" ]] || tar xzf "$sdist"
+# LLAMA_CMAKE_ARGS adds flags, e.g. "-DGGML_NATIVE=OFF -DGGML_AVX512=ON -DGGML_AMX_INT8=OFF" where
+# the native build's AMX path crashes.
+# shellcheck disable=SC2086
 cmake -S "$src" -B "$build_root/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF ${LLAMA_CMAKE_ARGS:-}
 cmake --build "$build_root/build" --target llama-server -j"$jobs"
 echo "$build_root/build/bin/llama-server"
