@@ -198,6 +198,30 @@ inline matvec_fn matvec_for(tf::model::tensor_type t, isa path) {
   return nullptr;
 }
 
+#if TF_KERNELS_X86
+// avx512::matmat0c for (type, nr in 1..4).
+inline void matmat0c_rows(tf::model::tensor_type t, const std::uint8_t* w, std::int64_t wrb,
+                          std::int64_t rows, const block_q8_0c* const* x, std::int64_t nr,
+                          std::int64_t nb, float* y, std::int64_t y_stride) {
+  using tf::model::tensor_type;
+  auto run = [&]<class W>(const W*) {
+    switch (nr) {
+      case 1:
+        return avx512::matmat0c<1, W>(w, wrb, rows, x, nb, y, y_stride);
+      case 2:
+        return avx512::matmat0c<2, W>(w, wrb, rows, x, nb, y, y_stride);
+      case 3:
+        return avx512::matmat0c<3, W>(w, wrb, rows, x, nb, y, y_stride);
+      default:
+        return avx512::matmat0c<4, W>(w, wrb, rows, x, nb, y, y_stride);
+    }
+  };
+  if (t == tensor_type::q8_0) return run(static_cast<const block_q8_0*>(nullptr));
+  if (t == tensor_type::q5_0) return run(static_cast<const block_q5_0*>(nullptr));
+  return run(static_cast<const block_q4_0*>(nullptr));
+}
+#endif
+
 /// log2 of the offset the VNNI matvecs add to a _0 type's quants (see block_q8_0c).
 inline int unsigned_q_shift(tf::model::tensor_type t) {
   using tf::model::tensor_type;
@@ -378,8 +402,11 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   const bool float_act = act_format_of(p.w_type) == act_format::f32;
   const bool unsigned_act = detail::unsigned_q8_0_act(p.w_type, path);
   const detail::matvec_fn mv = p.b == 1 ? detail::matvec_for(p.w_type, path) : nullptr;
+  // A few rows (several decode streams) go through the matvec steps too, each weight block
+  // decoded once for all of them: fewer instructions per row than the batched dots.
+  const bool few_rows = unsigned_act && p.b >= 2 && p.b <= 8;
   // The VNNI _0 matvecs take block_q8_0c, the batched dots block_q8_0u.
-  const bool corrected_act = unsigned_act && mv;
+  const bool corrected_act = unsigned_act && (mv || few_rows);
   const std::int64_t arb =
       corrected_act  ? p.k / qk32 * static_cast<std::int64_t>(sizeof(block_q8_0c))
       : unsigned_act ? p.k / qk32 * static_cast<std::int64_t>(sizeof(block_q8_0u))
@@ -427,6 +454,18 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
     });
     return;
   }
+#if TF_KERNELS_X86
+  if (few_rows) {
+    const auto* xc = reinterpret_cast<const block_q8_0c* const*>(xr);
+    pool.parallel_for(p.n, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t r0 = 0; r0 < p.b; r0 += 4)
+        detail::matmat0c_rows(p.w_type, w + begin * wrb, wrb, end - begin, xc + r0,
+                              std::min<std::int64_t>(4, p.b - r0), dot_n, p.y + r0 * p.n + begin,
+                              p.n);
+    });
+    return;
+  }
+#endif
   pool.parallel_for(p.n, [&](std::int64_t begin, std::int64_t end) {
     float out[64];
     for (std::int64_t r0 = 0; r0 < p.b; r0 += group) {
