@@ -99,8 +99,7 @@ void rows_by_eight(const void* w, const void* const* x, std::int64_t n, std::int
   const auto* const* xb = reinterpret_cast<const X* const*>(x);
   std::int64_t r = 0;
   for (; r + 8 <= nr; r += 8) F8(wb, xb + r, n, out + r);
-  for (; r + 4 <= nr; r += 4) F4(wb, xb + r, n, out + r);
-  for (; r < nr; ++r) F1(wb, xb + r, n, out + r);
+  rows_by_four<W, X, F4, F1>(w, x + r, n, nr - r, out + r);
 }
 #define TF_ROWS8(ns, fn, W, X) rows_by_eight<W, X, ns::fn<8>, ns::fn<4>, ns::fn<1>>
 
@@ -117,7 +116,7 @@ void rows_by_sixteen(const void* w, const void* const* x, std::int64_t n, std::i
   for (; r + 16 <= nr; r += 16) F16(wb, xb + r, n, out + r);
   rows_by_eight<W, X, F8, F4, F1>(w, x + r, n, nr - r, out + r);
 }
-#define TF_ROWS8_0U(W)                                                         \
+#define TF_ROWS16_0U(W)                                                        \
   rows_by_sixteen<W, block_q8_0u, avx512::dot_0u<16, W>, avx512::dot_0u<8, W>, \
                   avx512::dot_0u<4, W>, avx512::dot_0u<1, W>>
 #endif
@@ -244,11 +243,11 @@ inline dot_fn dot_for(tf::model::tensor_type t, isa path) {
   if (path == isa::avx512) {
     switch (t) {
       case tensor_type::q4_0:
-        return TF_ROWS8_0U(block_q4_0);
+        return TF_ROWS16_0U(block_q4_0);
       case tensor_type::q5_0:
-        return TF_ROWS8_0U(block_q5_0);
+        return TF_ROWS16_0U(block_q5_0);
       case tensor_type::q8_0:
-        return TF_ROWS8_0U(block_q8_0);
+        return TF_ROWS16_0U(block_q8_0);
       case tensor_type::q2_k:
         return TF_ROWS8(avx512, dot_q2_k, block_q2_k, block_q8_k);
       case tensor_type::q3_k:
@@ -294,7 +293,7 @@ inline dot_fn dot_for(tf::model::tensor_type t, isa path) {
     }
   }
 #undef TF_ROWS4
-#undef TF_ROWS8_0U
+#undef TF_ROWS16_0U
 #undef TF_ROWS8
 #else
   (void)path;
