@@ -91,9 +91,7 @@ class gguf_file {
   /// Maps (or reads, per `mode`) and validates `path`; throws tf::error naming the byte offset
   /// and what was expected.
   static gguf_file open(const std::filesystem::path& path, load_mode mode = load_mode::map) {
-    return gguf_file(mode == load_mode::read ? detail::mapped_bytes::read(path)
-                                             : detail::mapped_bytes::map(path),
-                     path.string());
+    return gguf_file(detail::mapped_bytes::load(path, mode), path.string());
   }
   /// Validates an in-memory copy (for tests and fuzzing).
   static gguf_file from_bytes(std::vector<std::byte> bytes) {

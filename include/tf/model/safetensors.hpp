@@ -175,8 +175,7 @@ class hf_model {
 
     for (auto const& f : files) {
       auto path = dir / f;
-      m.shards_.push_back(mode == load_mode::read ? detail::mapped_bytes::read(path)
-                                                  : detail::mapped_bytes::map(path));
+      m.shards_.push_back(detail::mapped_bytes::load(path, mode));
       auto before = m.tensors_.size();
       detail::parse_safetensors(m.shards_.back(), path.string(), m.tensors_);
       m.shard_of_.resize(m.tensors_.size(), m.shards_.size() - 1);

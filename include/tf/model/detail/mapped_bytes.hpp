@@ -2,6 +2,7 @@
 /// A read-only byte range: a private mmap of a file, a copy of it read into anonymous memory on
 /// huge pages, or an owned vector.
 #include <tf/error.hpp>
+#include <tf/model/load_mode.hpp>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -22,6 +23,11 @@ namespace tf::model::detail {
 class mapped_bytes {
  public:
   mapped_bytes() = default;
+
+  /// `path` mapped or read into memory, as `mode` says.
+  static mapped_bytes load(const std::filesystem::path& path, load_mode mode) {
+    return mode == load_mode::read ? read(path) : map(path);
+  }
 
   /// Maps `path` read-only (MAP_PRIVATE); an empty file maps to an empty range.
   static mapped_bytes map(const std::filesystem::path& path) {
