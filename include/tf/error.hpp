@@ -1,5 +1,6 @@
 #pragma once
-/// tf::error: what failed, with the values and where; host code throws it, the server maps it to HTTP.
+/// tf::error: what failed, with the values and where; host code throws it, the server maps it to
+/// HTTP.
 #include <fmt/format.h>
 
 #include <stdexcept>

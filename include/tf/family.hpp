@@ -1,5 +1,6 @@
 #pragma once
-/// The family contract: how a traits struct binds its KV pool to the ledger, checked at compile time.
+/// The family contract: how a traits struct binds its KV pool to the ledger, checked at compile
+/// time.
 #include <tf/kv/fwd.hpp>
 
 #include <concepts>
@@ -31,6 +32,8 @@ template <class P>
 inline constexpr bool is_ledger_pool_binding<ledgerPool<P>> = true;
 }  // namespace detail
 
+// clang-format 14 breaks a requires-expression joined with &&.
+// clang-format off
 /// F declares `using kv_pool = tf::kvPool<...>;`.
 template <class F>
 concept binds_kv_pool = requires { typename F::kv_pool; } &&
@@ -40,6 +43,7 @@ concept binds_kv_pool = requires { typename F::kv_pool; } &&
 template <class F>
 concept binds_ledger_pool = requires { typename F::ledger_pool; } &&
                             detail::is_ledger_pool_binding<typename F::ledger_pool>;
+// clang-format on
 
 /// F names its architectures and says whether per-request admission applies to it.
 template <class F>

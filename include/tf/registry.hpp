@@ -7,9 +7,9 @@
 
 #include <cstddef>
 #include <optional>
-#include <tuple>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -19,6 +19,8 @@ namespace hana = boost::hana;
 
 namespace detail {
 
+// clang-format 14 splits an immediately invoked template lambda.
+// clang-format off
 template <class F, std::size_t J>
 constexpr auto arch_key() {
   return []<std::size_t... I>(std::index_sequence<I...>) {
@@ -32,6 +34,7 @@ constexpr auto arch_pairs() {
     return hana::make_tuple(hana::make_pair(arch_key<F, J>(), hana::type_c<F>)...);
   }(std::make_index_sequence<F::arch_names.size()>{});
 }
+// clang-format on
 
 template <class... F>
 constexpr bool arch_names_unique() {
@@ -53,8 +56,8 @@ struct registry {
                 "tf: two families in this registry answer the same architecture name");
 
   /// architecture name (hana::string) -> hana::type<Family>
-  static constexpr auto map = hana::unpack(
-      hana::flatten(hana::make_tuple(detail::arch_pairs<F>()...)), hana::make_map);
+  static constexpr auto map =
+      hana::unpack(hana::flatten(hana::make_tuple(detail::arch_pairs<F>()...)), hana::make_map);
 
   /// The same registry with more families (a downstream project adds its own this way).
   template <class... G>
@@ -62,7 +65,8 @@ struct registry {
 
   static std::vector<std::string> architectures() {
     std::vector<std::string> names;
-    hana::for_each(hana::keys(map), [&](auto key) { names.emplace_back(hana::to<char const*>(key)); });
+    hana::for_each(hana::keys(map),
+                   [&](auto key) { names.emplace_back(hana::to<char const*>(key)); });
     return names;
   }
 

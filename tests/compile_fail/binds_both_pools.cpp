@@ -13,4 +13,6 @@ struct both_pools {
 };
 }  // namespace broken
 
-int main() { return tf::families::builtin::with<broken::both_pools>::knows("both_pools") ? 0 : 1; }
+int main() {
+  return tf::families::builtin::with<broken::both_pools>::knows("both_pools") ? 0 : 1;
+}

@@ -11,4 +11,6 @@ struct no_pool {
 };
 }  // namespace broken
 
-int main() { return tf::families::builtin::with<broken::no_pool>::knows("no_pool") ? 0 : 1; }
+int main() {
+  return tf::families::builtin::with<broken::no_pool>::knows("no_pool") ? 0 : 1;
+}

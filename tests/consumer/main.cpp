@@ -26,9 +26,8 @@ int main() {
     using E = tf::engine<F, tf::backend::cpu>;
     return std::string(E::family_name) + (E::binds_kv_pool ? "/kvPool" : "/ledgerPool");
   });
-  std::string gemma = my_registry::dispatch("gemma3", [](auto t) {
-    return std::string(decltype(t)::type::name);
-  });
+  std::string gemma =
+      my_registry::dispatch("gemma3", [](auto t) { return std::string(decltype(t)::type::name); });
   bool refused = false;
   try {
     my_registry::dispatch("nope", [](auto) {});

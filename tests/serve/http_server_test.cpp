@@ -313,7 +313,12 @@ TEST_CASE("API key: every /v1 route needs it; /health does not") {
     CHECK(json::parse(r->body)["error"]["code"] == "invalid_api_key");
     CHECK(c->Post("/v1/chat/completions", chat_body("x", 2).dump(), "application/json")->status ==
           401);
+    // A body sent to no route is still turned away for the key, not answered 404.
+    CHECK(c->Post("/v1/no_such_route", chat_body("x", 2).dump(), "application/json")->status ==
+          401);
   }
+  CHECK(right.Post("/v1/no_such_route", chat_body("x", 2).dump(), "application/json")->status ==
+        404);
   CHECK(right.Get("/v1/models")->status == 200);
   post(right, "/v1/chat/completions", chat_body("x", 2), 200);
   CHECK(constant_time_equal("abc", "abc"));

@@ -42,6 +42,8 @@ struct type_traits {
   int block_bytes;  // bytes per block
 };
 
+// One type per row.
+// clang-format off
 inline constexpr std::array<type_traits, 20> type_table{{
     {tensor_type::f32, "F32", 1, 4},
     {tensor_type::f16, "F16", 1, 2},
@@ -64,6 +66,7 @@ inline constexpr std::array<type_traits, 20> type_table{{
     {tensor_type::f64, "F64", 1, 8},
     {tensor_type::bf16, "BF16", 1, 2},
 }};
+// clang-format on
 
 /// The traits of a GGUF type number, or nothing for a number tf does not know.
 constexpr std::optional<type_traits> find_type(std::uint32_t id) {
@@ -84,7 +87,8 @@ constexpr std::uint64_t row_bytes(tensor_type t, std::uint64_t n) {
   if (n % static_cast<std::uint64_t>(tr.block_elems) != 0)
     throw error("tf: a {} row of {} elements is not a whole number of {}-element blocks", tr.name,
                 n, tr.block_elems);
-  return n / static_cast<std::uint64_t>(tr.block_elems) * static_cast<std::uint64_t>(tr.block_bytes);
+  return n / static_cast<std::uint64_t>(tr.block_elems) *
+         static_cast<std::uint64_t>(tr.block_bytes);
 }
 
 }  // namespace tf::model

@@ -241,8 +241,10 @@ class api_server {
       return turned_away(req, res) ? httplib::Server::HandlerResponse::Handled
                                    : httplib::Server::HandlerResponse::Unhandled;
     });
-    http_.set_error_handler([](httplib::Request const&, httplib::Response& res) {
+    http_.set_error_handler([this](httplib::Request const& req, httplib::Response& res) {
       if (!res.body.empty()) return;
+      // A request with a body skipped the pre-routing check; one to no route still needs the key.
+      if (res.status == 404 && has_body(req) && turned_away(req, res)) return;
       if (res.status == 413)
         send_error(res, api_error(413, "the request body is over the server's limit",
                                   "invalid_request_error", "", "request_too_large"));
