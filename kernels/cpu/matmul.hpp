@@ -12,6 +12,7 @@
 #include <tf/model/tensor_type.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -447,8 +448,23 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   // dotted with them; the weights then stream from L2 once per group.
   const std::int64_t group = std::max<std::int64_t>(
       16, std::min<std::int64_t>(64, (24 << 10) / std::max<std::int64_t>(arb, 1)) / 16 * 16);
+  // Weight rows across the pool: static chunks, or for a large matrix (a tied head) chunks of
+  // about 4 MiB claimed in turn, so a thread the host slows down does not hold the others up. A
+  // row's result does not depend on which thread computes it.
+  auto over_rows = [&](auto&& fn) {
+    const std::int64_t chunk_rows = std::max<std::int64_t>(16, (4 << 20) / wrb / 16 * 16);
+    if (pool.size() == 1 || p.n < 4 * pool.size() * chunk_rows) return pool.parallel_for(p.n, fn);
+    std::atomic<std::int64_t> next{0};
+    pool.parallel_for(pool.size(), [&](std::int64_t, std::int64_t) {
+      for (;;) {
+        const std::int64_t begin = next.fetch_add(chunk_rows, std::memory_order_relaxed);
+        if (begin >= p.n) return;
+        fn(begin, std::min(p.n, begin + chunk_rows));
+      }
+    });
+  };
   if (mv) {
-    pool.parallel_for(p.n, [&](std::int64_t begin, std::int64_t end) {
+    over_rows([&](std::int64_t begin, std::int64_t end) {
       mv(w + begin * wrb, wrb, end - begin, xq, dot_n, p.y + begin);
     });
     return;
@@ -456,7 +472,7 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
 #if TF_KERNELS_X86
   if (few_rows) {
     const auto* xc = reinterpret_cast<const block_q8_0c* const*>(xr);
-    pool.parallel_for(p.n, [&](std::int64_t begin, std::int64_t end) {
+    over_rows([&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t r0 = 0; r0 < p.b; r0 += 4)
         detail::matmat0c_rows(p.w_type, w + begin * wrb, wrb, end - begin, xc + r0,
                               std::min<std::int64_t>(4, p.b - r0), dot_n, p.y + r0 * p.n + begin,

@@ -5,6 +5,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -48,7 +49,8 @@ class thread_pool {
       fn(std::int64_t{0}, n_items);
       return;
     }
-    auto call = [](void* ctx, std::int64_t b, std::int64_t e) { (*static_cast<Fn*>(ctx))(b, e); };
+    using F = std::remove_reference_t<Fn>;
+    auto call = [](void* ctx, std::int64_t b, std::int64_t e) { (*static_cast<F*>(ctx))(b, e); };
     // Workers read these only after seeing the new generation, and the last call's workers are
     // all done with them (pending_ reached 0), so no lock is needed.
     task_ = call;
