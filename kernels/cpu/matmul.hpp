@@ -12,7 +12,6 @@
 #include <tf/model/tensor_type.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -448,20 +447,12 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   // dotted with them; the weights then stream from L2 once per group.
   const std::int64_t group = std::max<std::int64_t>(
       16, std::min<std::int64_t>(64, (24 << 10) / std::max<std::int64_t>(arb, 1)) / 16 * 16);
-  // Weight rows across the pool: static chunks, or for a large matrix (a tied head) chunks of
-  // about 4 MiB claimed in turn, so a thread the host slows down does not hold the others up. A
-  // row's result does not depend on which thread computes it.
+  // Weight rows across the pool: static chunks, or for a large matrix (a tied head) pieces of
+  // about 4 MiB claimed in turn; a row's result does not depend on which thread computes it.
   auto over_rows = [&](auto&& fn) {
-    const std::int64_t chunk_rows = std::max<std::int64_t>(16, (4 << 20) / wrb / 16 * 16);
-    if (pool.size() == 1 || p.n < 4 * pool.size() * chunk_rows) return pool.parallel_for(p.n, fn);
-    std::atomic<std::int64_t> next{0};
-    pool.parallel_for(pool.size(), [&](std::int64_t, std::int64_t) {
-      for (;;) {
-        const std::int64_t begin = next.fetch_add(chunk_rows, std::memory_order_relaxed);
-        if (begin >= p.n) return;
-        fn(begin, std::min(p.n, begin + chunk_rows));
-      }
-    });
+    const std::int64_t piece = std::max<std::int64_t>(16, (4 << 20) / wrb / 16 * 16);
+    if (pool.size() == 1 || p.n < 4 * pool.size() * piece) return pool.parallel_for(p.n, fn);
+    pool.parallel_pieces(p.n, piece, fn);
   };
   if (mv) {
     over_rows([&](std::int64_t begin, std::int64_t end) {

@@ -77,6 +77,23 @@ class thread_pool {
     if (error_) std::rethrow_exception(error_);
   }
 
+  /// Runs fn(begin, end) over [0, n_items) in pieces of `piece` items that each thread claims in
+  /// turn, so a thread the host slows down does not hold the others up; which thread runs a piece
+  /// varies, so fn's result for an item must not depend on it.
+  template <class Fn>
+  void parallel_pieces(std::int64_t n_items, std::int64_t piece, Fn&& fn) {
+    if (n_items <= 0) return;
+    if (piece < 1) piece = 1;
+    std::atomic<std::int64_t> next{0};
+    parallel_for(n_threads_, [&](std::int64_t, std::int64_t) {
+      for (;;) {
+        const std::int64_t begin = next.fetch_add(piece, std::memory_order_relaxed);
+        if (begin >= n_items) return;
+        fn(begin, begin + piece < n_items ? begin + piece : n_items);
+      }
+    });
+  }
+
  private:
   // Pause iterations a waiting thread spins before it sleeps: decode calls come back to back.
   static constexpr int spin_limit = 1 << 14;

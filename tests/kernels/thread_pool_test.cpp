@@ -28,6 +28,31 @@ TEST_CASE("parallel_for covers every item exactly once with static chunks", "[th
   }
 }
 
+TEST_CASE("parallel_pieces covers every item exactly once, a piece at a time", "[thread_pool]") {
+  for (int threads : {1, 2, 3}) {
+    cpu::thread_pool pool(threads);
+    for (std::int64_t n : {0, 1, 15, 16, 17, 1001}) {
+      std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+      std::atomic<bool> oversized{false}, misaligned{false};
+      for (int rep = 0; rep < 20; ++rep)
+        pool.parallel_pieces(n, 16, [&](std::int64_t b, std::int64_t e) {
+          if (e - b > 16 || e <= b) oversized = true;
+          if (b % 16 != 0) misaligned = true;
+          for (std::int64_t i = b; i < e; ++i) hits[static_cast<std::size_t>(i)]++;
+        });
+      for (auto& h : hits) REQUIRE(h.load() == 20);
+      CHECK(!oversized);
+      CHECK(!misaligned);
+    }
+  }
+  cpu::thread_pool pool(2);
+  CHECK_THROWS_AS(pool.parallel_pieces(64, 4,
+                                       [](std::int64_t b, std::int64_t) {
+                                         if (b == 32) throw std::runtime_error("piece 8");
+                                       }),
+                  std::runtime_error);
+}
+
 TEST_CASE("chunks depend only on the item and thread counts", "[thread_pool]") {
   std::int64_t covered = 0;
   for (int i = 0; i < 3; ++i) {
