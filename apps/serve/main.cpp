@@ -70,7 +70,7 @@ std::uint64_t weight_bytes(std::filesystem::path const& path) {
 int main(int argc, char** argv) {
   CLI::App app{"serve: an OpenAI-compatible server for tf models"};
   std::string model_path, parallel_s = "4", backend = "cpu", host = "127.0.0.1", api_key,
-                          load = "auto";
+                          load = "auto", kv_type = "f16";
   std::size_t context = 8192, threads = std::max(1u, std::thread::hardware_concurrency()),
               max_queue = 64, max_body = 4u << 20;
   std::uint32_t max_auto_streams = 8;
@@ -90,6 +90,8 @@ int main(int argc, char** argv) {
                  "read: copy the weights into huge-page memory (faster CPU decode); map: mmap "
                  "them; auto: read on the cpu backend, map on cuda")
       ->check(CLI::IsMember({"auto", "read", "map"}));
+  app.add_option("--kv-type", kv_type, "CPU KV cache element type: f16 (as llama.cpp) or f32")
+      ->check(CLI::IsMember({"f16", "f32"}));
   app.add_option("--prompt-cache-gib", prompt_cache_gib,
                  "kept-prompt budget in GiB (at most what the streams leave)");
   app.add_option("--reserve-gib", reserve_gib,
@@ -210,16 +212,18 @@ int main(int argc, char** argv) {
       file.emplace(tf::model::model_file::open(path, tf::model::load_mode::map));
       std::string const arch(file->architecture());
       auto text = load_text(*file, path);  // the tokenizer and chat template
+      auto const kv_dtype =
+          kv_type == "f32" ? tf::families::kv_dtype::f32 : tf::families::kv_dtype::f16;
       tf::families::dispatch_cpu(arch, [&](auto entry_type) {
         using entry = typename decltype(entry_type)::type;
         auto b = size_start(weight_bytes(path),
-                            entry::kv_bytes_per_token(*file, tf::families::kv_dtype::f32));
+                            entry::kv_bytes_per_token(*file, kv_dtype));
         parallel = b.streams;
         std::size_t const pages = pool_pages(b);
         tf::serve::host_config cfg{parallel, context, max_queue, page_tokens};
         if (read) file.emplace(tf::model::model_file::open(path, tf::model::load_mode::read));
-        auto model = std::make_unique<tf::serve::forward_model<entry>>(*file, pages, page_tokens,
-                                                                       static_cast<int>(threads));
+        auto model = std::make_unique<tf::serve::forward_model<entry>>(
+            *file, pages, page_tokens, static_cast<int>(threads), kv_dtype);
         server.set_progress(0.6);
         be = std::make_shared<tf::serve::lane_backend<
             tf::serve::forward_model<entry>, typename entry::family, tf::serve::text_codec>>(

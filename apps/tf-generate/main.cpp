@@ -77,7 +77,8 @@ int main(int argc, char** argv) {
   std::string prompt, system, tokens_arg;
   int n_predict = 64, threads = 1, context = 0;
   std::string load = "read";
-  bool chat = false, ignore_eos = false, quiet = false, kv_f16 = false;
+  bool chat = false, ignore_eos = false, quiet = false;
+  std::string kv_type = "f16";
   tf::sample::sampling_params sp;
   sp.repetition_penalty = 1.0f;
   app.add_option("MODEL", model_path, "GGUF file or HF folder (default: the default model)");
@@ -99,7 +100,8 @@ int main(int argc, char** argv) {
   app.add_option("--load", load,
                  "read: copy the weights into huge-page memory (faster CPU decode); map: mmap them")
       ->check(CLI::IsMember({"read", "map"}));
-  app.add_flag("--kv-f16", kv_f16, "f16 KV cache (half the memory; ggml-style rounding)");
+  app.add_option("--kv-type", kv_type, "KV cache element type: f16 (as llama.cpp) or f32")
+      ->check(CLI::IsMember({"f16", "f32"}));
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -131,7 +133,7 @@ int main(int argc, char** argv) {
       throw tf::error("tf-generate: {} prompt tokens + {} to generate pass the context of {}",
                       ids.size(), n_predict, ctx);
     auto const kv = tf::families::one_stream_shape(
-        ctx, 256, kv_f16 ? tf::families::kv_dtype::f16 : tf::families::kv_dtype::f32);
+        ctx, 256, kv_type == "f32" ? tf::families::kv_dtype::f32 : tf::families::kv_dtype::f16);
     tf::families::dispatch_cpu(arch, [&](auto entry_type) {
       using entry = typename decltype(entry_type)::type;
       tf::families::one_stream<typename entry::forward_type> gen(entry::make(file, kv, threads), kv,
