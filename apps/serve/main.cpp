@@ -216,8 +216,7 @@ int main(int argc, char** argv) {
           kv_type == "f32" ? tf::families::kv_dtype::f32 : tf::families::kv_dtype::f16;
       tf::families::dispatch_cpu(arch, [&](auto entry_type) {
         using entry = typename decltype(entry_type)::type;
-        auto b = size_start(weight_bytes(path),
-                            entry::kv_bytes_per_token(*file, kv_dtype));
+        auto b = size_start(weight_bytes(path), entry::kv_bytes_per_token(*file, kv_dtype));
         parallel = b.streams;
         std::size_t const pages = pool_pages(b);
         tf::serve::host_config cfg{parallel, context, max_queue, page_tokens};

@@ -4,8 +4,10 @@
 /// or the thread count.
 #include <kernels/cpu/dequant.hpp>
 #include <kernels/cpu/matmul.hpp>
+#include <kernels/cpu/rows8.hpp>
 #include <kernels/cpu/thread_pool.hpp>
 #include <tf/model/tensor_type.hpp>
+#include <tf/model/tensor_view.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -14,20 +16,44 @@
 
 namespace tf::families::cpu_ops {
 
-/// A weight matrix in file layout: `rows` rows of `cols` elements of `type`.
+/// A weight matrix: `rows` rows of `cols` elements of `type`, row-major as in the file or, for a
+/// Q8_0 matrix the loader regrouped, in the rows8 layout.
 struct matrix {
   model::tensor_type type{};
   std::int64_t rows = 0;  // output features
   std::int64_t cols = 0;  // input features (the row length)
   std::byte const* data = nullptr;
   std::uint64_t row_bytes = 0;
+  kernels::cpu::weight_layout layout = kernels::cpu::weight_layout::rows;
 
-  std::byte const* row(std::int64_t r) const {
-    return data + static_cast<std::uint64_t>(r) * row_bytes;
+  /// Row r dequantized to f32 into out [cols].
+  void dequantize_row(std::int64_t r, float* out) const {
+    if (layout == kernels::cpu::weight_layout::rows8) {
+      thread_local std::vector<kernels::cpu::block_q8_0> row;
+      row.resize(static_cast<std::size_t>(cols / kernels::cpu::qk32));
+      kernels::cpu::rows8_row(reinterpret_cast<kernels::cpu::block_q8_0x8 const*>(data),
+                              cols / kernels::cpu::qk32, r, row.data());
+      return kernels::cpu::dequantize_row(type, row.data(), out, cols);
+    }
+    kernels::cpu::dequantize_row(type, data + static_cast<std::uint64_t>(r) * row_bytes, out, cols);
   }
 };
 
 using kernels::cpu::thread_pool;
+
+/// m in the rows8 layout, regrouped in `file`'s own memory (the one-row matvec then reads it as
+/// one sequential run), when m is a Q8_0 matrix of whole eight-row groups and the file was read
+/// into memory; m as it is otherwise. `t` is m's tensor in `file`.
+template <class File>
+matrix in_rows8(File const& file, model::tensor_view const& t, matrix m) {
+  if constexpr (requires { file.rewrite_tensor(t, "rows8", [](std::byte*) {}); }) {
+    if (kernels::cpu::rows8_fits(m.type, m.rows, m.cols) && m.data == t.data &&
+        file.rewrite_tensor(t, "rows8",
+                            [&](std::byte* p) { kernels::cpu::regroup_rows8(p, m.rows, m.cols); }))
+      m.layout = kernels::cpu::weight_layout::rows8;
+  }
+  return m;
+}
 
 /// y[t, r] = sum_c W[r, c] * x[t, c] for t < n_tok; x is [n_tok, cols], y is [n_tok, rows].
 inline void matmul(thread_pool& pool, matrix const& w, float const* x, float* y,
@@ -40,6 +66,7 @@ inline void matmul(thread_pool& pool, matrix const& w, float const* x, float* y,
   p.n = w.rows;
   p.k = w.cols;
   p.b = n_tok;
+  p.layout = w.layout;
   kernels::cpu::matmul(p, pool);
 }
 

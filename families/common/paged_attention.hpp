@@ -110,8 +110,7 @@ class paged_kv {
   void embed(kernels::cpu::thread_pool& pool, cpu_ops::matrix const& embd, float* x, std::int64_t n,
              std::int64_t hidden) const {
     pool.parallel_for(n, [&](std::int64_t t0, std::int64_t t1) {
-      for (std::int64_t t = t0; t < t1; ++t)
-        kernels::cpu::dequantize_row(embd.type, embd.row(token(t)), x + t * hidden, hidden);
+      for (std::int64_t t = t0; t < t1; ++t) embd.dequantize_row(token(t), x + t * hidden);
     });
   }
 

@@ -88,9 +88,11 @@ gemma3_weights bind_weights(File const& file, gemma3_hparams const& hp, name_sty
   std::int64_t const q_out = hd * hp.num_heads, kv_out = hd * hp.num_kv_heads;
   gemma3_weights w;
   w.hp = hp;
-  w.embd = mat(tensor_role::token_embd, 0, hp.vocab_size, h);
-  w.output =
-      find(tensor_role::output, 0, true) ? mat(tensor_role::output, 0, hp.vocab_size, h) : w.embd;
+  // The head reads all of its matrix each token: the sequential rows8 layout where it can.
+  w.embd = in_rows8(file, *find(tensor_role::token_embd, 0, false),
+                    mat(tensor_role::token_embd, 0, hp.vocab_size, h));
+  auto const* out = find(tensor_role::output, 0, true);
+  w.output = out ? in_rows8(file, *out, mat(tensor_role::output, 0, hp.vocab_size, h)) : w.embd;
   w.output_norm = norm(tensor_role::output_norm, 0, h);
   for (int i = 0; i < hp.num_layers; ++i) {
     gemma3_layer_weights l;

@@ -5,6 +5,7 @@
 #include <kernels/cpu/cpu_features.hpp>
 #include <kernels/cpu/quantize.hpp>
 #include <kernels/cpu/quantize_x86.hpp>
+#include <kernels/cpu/rows8.hpp>
 #include <kernels/cpu/thread_pool.hpp>
 #include <kernels/cpu/vec_dot.hpp>
 #include <kernels/cpu/vec_dot_x86.hpp>
@@ -27,6 +28,7 @@ struct matmul_params {
   std::int64_t n = 0;        // output features (rows of W)
   std::int64_t k = 0;        // input features
   std::int64_t b = 1;        // activation rows
+  weight_layout layout = weight_layout::rows;
 };
 
 /// The activation format a weight type is dotted against.
@@ -219,6 +221,21 @@ inline void matmat0c_rows(tf::model::tensor_type t, const std::uint8_t* w, std::
   if (t == tensor_type::q5_0) return run(static_cast<const block_q5_0*>(nullptr));
   return run(static_cast<const block_q4_0*>(nullptr));
 }
+
+// avx512::matmat0c_rows8 for nr in 1..4.
+inline void matmat0c_rows8(const block_q8_0x8* w, std::int64_t groups, const block_q8_0c* const* x,
+                           std::int64_t nr, std::int64_t nb, float* y, std::int64_t y_stride) {
+  switch (nr) {
+    case 1:
+      return avx512::matmat0c_rows8<1>(w, groups, x, nb, y, y_stride);
+    case 2:
+      return avx512::matmat0c_rows8<2>(w, groups, x, nb, y, y_stride);
+    case 3:
+      return avx512::matmat0c_rows8<3>(w, groups, x, nb, y, y_stride);
+    default:
+      return avx512::matmat0c_rows8<4>(w, groups, x, nb, y, y_stride);
+  }
+}
 #endif
 
 /// log2 of the offset the VNNI matvecs add to a _0 type's quants (see block_q8_0c).
@@ -397,6 +414,9 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
         p.k, tr.block_elems, tr.name, p.n, p.b);
   if (p.n == 0 || p.b == 0) return;
   if (!p.w || !p.x || !p.y) throw tf::error("tf::kernels::cpu::matmul: null w, x or y");
+  if (p.layout == weight_layout::rows8 && !rows8_fits(p.w_type, p.n, p.k))
+    throw tf::error("tf::kernels::cpu::matmul: a [{}, {}] {} matrix cannot be in rows8", p.n, p.k,
+                    tr.name);
   const detail::dot_fn dot = detail::dot_for(p.w_type, path);
   const bool float_act = act_format_of(p.w_type) == act_format::f32;
   const bool unsigned_act = detail::unsigned_q8_0_act(p.w_type, path);
@@ -438,7 +458,6 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
     });
     xq = dst;
   }
-  const auto* w = static_cast<const std::uint8_t*>(p.w);
   thread_local std::vector<const void*> rows;
   rows.resize(static_cast<std::size_t>(p.b));
   for (std::int64_t r = 0; r < p.b; ++r) rows[static_cast<std::size_t>(r)] = xq + r * arb;
@@ -447,39 +466,73 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   // dotted with them; the weights then stream from L2 once per group.
   const std::int64_t group = std::max<std::int64_t>(
       16, std::min<std::int64_t>(64, (24 << 10) / std::max<std::int64_t>(arb, 1)) / 16 * 16);
-  // Weight rows across the pool: static chunks, or for a large matrix (a tied head) pieces of
-  // about 4 MiB claimed in turn; a row's result does not depend on which thread computes it.
-  auto over_rows = [&](auto&& fn) {
-    const std::int64_t piece = std::max<std::int64_t>(16, (4 << 20) / wrb / 16 * 16);
-    if (pool.size() == 1 || p.n < 4 * pool.size() * piece) return pool.parallel_for(p.n, fn);
-    pool.parallel_pieces(p.n, piece, fn);
-  };
-  if (mv) {
-    over_rows([&](std::int64_t begin, std::int64_t end) {
-      mv(w + begin * wrb, wrb, end - begin, xq, dot_n, p.y + begin);
-    });
-    return;
-  }
+  // Output rows [begin, end) from their row-major weights at wr.
+  auto run_rows = [&](const std::uint8_t* wr, std::int64_t begin, std::int64_t end) {
+    if (mv) return mv(wr, wrb, end - begin, xq, dot_n, p.y + begin);
 #if TF_KERNELS_X86
-  if (few_rows) {
-    const auto* xc = reinterpret_cast<const block_q8_0c* const*>(xr);
-    over_rows([&](std::int64_t begin, std::int64_t end) {
+    if (few_rows) {
+      const auto* xc = reinterpret_cast<const block_q8_0c* const*>(xr);
       for (std::int64_t r0 = 0; r0 < p.b; r0 += 4)
-        detail::matmat0c_rows(p.w_type, w + begin * wrb, wrb, end - begin, xc + r0,
+        detail::matmat0c_rows(p.w_type, wr, wrb, end - begin, xc + r0,
                               std::min<std::int64_t>(4, p.b - r0), dot_n, p.y + r0 * p.n + begin,
                               p.n);
-    });
-    return;
-  }
+      return;
+    }
 #endif
-  pool.parallel_for(p.n, [&](std::int64_t begin, std::int64_t end) {
     float out[64];
     for (std::int64_t r0 = 0; r0 < p.b; r0 += group) {
       const std::int64_t nr = p.b - r0 < group ? p.b - r0 : group;
       for (std::int64_t row = begin; row < end; ++row) {
-        dot(w + row * wrb, xr + r0, dot_n, nr, out);
+        dot(wr + (row - begin) * wrb, xr + r0, dot_n, nr, out);
         for (std::int64_t r = 0; r < nr; ++r) p.y[(r0 + r) * p.n + row] = out[r];
       }
+    }
+  };
+  // Weight rows across the pool: static chunks, or for a large matrix (a tied head) pieces of
+  // about 4 MiB claimed in turn; a row's result does not depend on which thread computes it.
+  // `unit` rows go together (8 for rows8, whose groups do not split).
+  auto over_rows = [&](std::int64_t unit, auto&& fn) {
+    const std::int64_t units = p.n / unit;
+    const std::int64_t piece = std::max<std::int64_t>(16, (4 << 20) / (wrb * unit) / 16 * 16);
+    auto in_rows = [&](std::int64_t u0, std::int64_t u1) { fn(u0 * unit, u1 * unit); };
+    if (!(mv || few_rows) || pool.size() == 1 || units < 4 * pool.size() * piece)
+      return pool.parallel_for(units, in_rows);
+    pool.parallel_pieces(units, piece, in_rows);
+  };
+  const auto* w = static_cast<const std::uint8_t*>(p.w);
+  if (p.layout == weight_layout::rows) {
+    over_rows(1,
+              [&](std::int64_t begin, std::int64_t end) { run_rows(w + begin * wrb, begin, end); });
+    return;
+  }
+  const auto* w8 = reinterpret_cast<const block_q8_0x8*>(w);
+#if TF_KERNELS_X86
+  if (corrected_act) {  // one or a few activation rows on the VNNI path
+    const auto* xc = reinterpret_cast<const block_q8_0c* const*>(xr);
+    over_rows(8, [&](std::int64_t begin, std::int64_t end) {
+      // Past four rows the weights go round again: 32 groups at a time, so from L2.
+      for (std::int64_t g = begin / 8; g < end / 8; g += 32) {
+        const std::int64_t groups = std::min<std::int64_t>(32, end / 8 - g);
+        for (std::int64_t r0 = 0; r0 < p.b; r0 += 4)
+          detail::matmat0c_rows8(w8 + g * dot_n, groups, xc + r0,
+                                 std::min<std::int64_t>(4, p.b - r0), dot_n, p.y + r0 * p.n + g * 8,
+                                 p.n);
+      }
+    });
+    return;
+  }
+#endif
+  // Other paths: 64 rows at a time back into row order, then the row-major kernels.
+  over_rows(8, [&](std::int64_t begin, std::int64_t end) {
+    thread_local std::vector<block_q8_0> rows_back;
+    rows_back.resize(static_cast<std::size_t>(64 * dot_n + 2));
+    auto* buf = reinterpret_cast<block_q8_0*>(
+        reinterpret_cast<std::uint8_t*>(rows_back.data()) +
+        (64 - reinterpret_cast<std::uintptr_t>(rows_back.data()) % 64) % 64);
+    for (std::int64_t r = begin; r < end; r += 64) {
+      const std::int64_t e = std::min(end, r + 64);
+      rows8_to_rows(w8, dot_n, r / 8, e / 8, buf);
+      run_rows(reinterpret_cast<const std::uint8_t*>(buf), r, e);
     }
   });
 }

@@ -49,6 +49,14 @@ struct block_q8_0 {
   std::int8_t qs[qk32];  // [32]
 };
 
+/// Eight Q8_0 rows' block i side by side: their scales, then their quants, row by row. A weight
+/// matrix in this layout (rows8) streams as one sequential run through the eight-row matvec.
+struct block_q8_0x8 {
+  std::uint16_t d[8];
+  std::int8_t qs[8][qk32];
+};
+static_assert(sizeof(block_q8_0x8) == 8 * sizeof(block_q8_0));
+
 /// Q8_1: y = d * q; s = d * sum(q) (used by dot products against Q4_1/Q5_1).
 struct block_q8_1 {
   std::uint16_t d;       // fp16 scale

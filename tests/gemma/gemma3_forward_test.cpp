@@ -65,6 +65,40 @@ TEST_CASE("tiny Gemma 3, Q8_0 GGUF: logits within 0.25 of transformers, top-1 at
   CHECK(fit.agree >= fit.total * 9 / 10);
 }
 
+TEST_CASE("a file read into memory has its head in rows8, with the mapped file's logits exactly") {
+  auto const& o = tf::test::hf_oracle_at(tiny);
+  auto mapped = model_file::open(tiny + "/tiny-q8_0.gguf", tf::model::load_mode::map);
+  auto read = model_file::open(tiny + "/tiny-q8_0.gguf", tf::model::load_mode::read);
+  auto const wm = gemma::load_weights(mapped);
+  auto const wr = gemma::load_weights(read);
+  using tf::kernels::cpu::weight_layout;
+  CHECK(wm.embd.layout == weight_layout::rows);
+  REQUIRE(wr.embd.layout == weight_layout::rows8);
+  CHECK(wr.output.layout == weight_layout::rows8);
+  CHECK(read.gguf()->layout_of(*read.gguf()->find_tensor("token_embd.weight")) == "rows8");
+  // A second bind of the same file finds the layout already there.
+  CHECK(gemma::load_weights(read).embd.layout == weight_layout::rows8);
+  for (int threads : {1, 2}) {
+    gemma::generator gm(wm, 64, threads), gr(wr, 64, threads);
+    for (auto const& p : o.prompts) {
+      gm.reset();
+      gr.reset();
+      auto const a = gm.feed_all(p);
+      std::vector<float> const want(a.begin(), a.end());
+      auto const b = gr.feed_all(p);  // prompt rows through the batched head
+      CHECK(std::vector<float>(b.begin(), b.end()) == want);
+      gm.reset();
+      gr.reset();
+      for (std::int32_t tok : p) {  // one token at a time through the one-row head
+        std::span<std::int32_t const> const one(&tok, 1);
+        auto const x = gm.feed(one);
+        auto const y = gr.feed(one);
+        CHECK(std::vector<float>(y.begin(), y.end()) == std::vector<float>(x.begin(), x.end()));
+      }
+    }
+  }
+}
+
 TEST_CASE("a row's logits do not depend on the batch, the chunking or the thread count") {
   auto const& o = tf::test::hf_oracle_at(tiny);
   auto file = model_file::open(tiny + "/tiny-q8_0.gguf");

@@ -206,6 +206,60 @@ TEST_CASE("the AVX2 and AVX-512 paths give the same bits for every type", "[matm
   }
 }
 
+TEST_CASE("a Q8_0 matrix in rows8 gives the row-major results bit for bit", "[matmul][rows8]") {
+  // 8 * 70 rows: with 3 threads the groups split unevenly; k = 640 as the default model's head.
+  const std::int64_t n = 560, k = 640;
+  std::mt19937 gen(7);
+  const auto w = random_weights(tensor_type::q8_0, n, k, gen);
+  auto w8 = w;
+  cpu::regroup_rows8(reinterpret_cast<std::byte*>(w8.data()), n, k);
+  CHECK(w8 != w);
+  const std::int64_t nb = k / cpu::qk32;
+  std::vector<cpu::block_q8_0> back(static_cast<std::size_t>(n * nb)), row(nb);
+  cpu::rows8_to_rows(reinterpret_cast<const cpu::block_q8_0x8*>(w8.data()), nb, 0, n / 8,
+                     back.data());
+  CHECK(std::memcmp(back.data(), w.data(), w.size()) == 0);
+  for (std::int64_t r : {0, 5, 8, 559}) {
+    cpu::rows8_row(reinterpret_cast<const cpu::block_q8_0x8*>(w8.data()), nb, r, row.data());
+    CHECK(std::memcmp(row.data(), w.data() + r * nb * sizeof(cpu::block_q8_0),
+                      row.size() * sizeof(cpu::block_q8_0)) == 0);
+  }
+  const auto x = random_x(20, k, gen);
+  for (auto path : paths()) {
+    for (std::int64_t b : {1, 3, 8, 20}) {
+      for (int threads : {1, 3}) {
+        DYNAMIC_SECTION(cpu::isa_name(path) << " b=" << b << " threads=" << threads) {
+          cpu::thread_pool pool(threads);
+          std::vector<float> y(static_cast<std::size_t>(b * n), -1.0f), y8(y);
+          cpu::matmul({tensor_type::q8_0, w.data(), x.data(), y.data(), n, k, b}, pool, path);
+          cpu::matmul_params p{tensor_type::q8_0, w8.data(), x.data(), y8.data(), n, k, b};
+          p.layout = cpu::weight_layout::rows8;
+          cpu::matmul(p, pool, path);
+          CHECK(y8 == y);
+        }
+      }
+    }
+  }
+  // The head's piece-wise split across the pool: a matrix of more than 4 x 2 x 4 MiB.
+  const std::int64_t big = 8 * 6400;
+  const auto wb = random_weights(tensor_type::q8_0, big, k, gen);
+  auto wb8 = wb;
+  cpu::regroup_rows8(reinterpret_cast<std::byte*>(wb8.data()), big, k);
+  cpu::thread_pool pool(2);
+  std::vector<float> y(static_cast<std::size_t>(big)), y8(y);
+  cpu::matmul({tensor_type::q8_0, wb.data(), x.data(), y.data(), big, k, 1}, pool);
+  cpu::matmul_params p{tensor_type::q8_0, wb8.data(), x.data(), y8.data(), big, k, 1};
+  p.layout = cpu::weight_layout::rows8;
+  cpu::matmul(p, pool);
+  CHECK(y8 == y);
+  // Only Q8_0 matrices of whole eight-row groups have the layout.
+  CHECK_FALSE(cpu::rows8_fits(tensor_type::q8_0, 12, k));
+  CHECK_FALSE(cpu::rows8_fits(tensor_type::q5_0, 16, k));
+  p.n = 12;
+  CHECK_THROWS_AS(cpu::matmul(p, pool), tf::error);
+  CHECK_THROWS_AS(cpu::regroup_rows8(reinterpret_cast<std::byte*>(wb8.data()), 12, k), tf::error);
+}
+
 TEST_CASE("matmul rejects bad shapes and types", "[matmul]") {
   cpu::thread_pool pool(1);
   std::vector<std::uint8_t> w(4096);

@@ -161,6 +161,36 @@ TEST_CASE("gguf: a file read into memory equals the mapped one, and read refuses
   CHECK_THROWS_AS(gguf_file::open(TF_FIXTURES_DIR, tf::model::load_mode::read), tf::error);
 }
 
+TEST_CASE("gguf: rewrite_tensor changes only a copy in memory, once per tensor") {
+  auto mapped = gguf_file::open(fixture("tiny.gguf"), tf::model::load_mode::map);
+  auto read = gguf_file::open(fixture("tiny.gguf"), tf::model::load_mode::read);
+  auto const& tm = *mapped.find_tensor("t.q8_0");
+  auto const& tr = *read.find_tensor("t.q8_0");
+  auto flip = [](std::uint64_t n) {
+    return [n](std::byte* p) {
+      for (std::uint64_t i = 0; i < n; ++i) p[i] = ~p[i];
+    };
+  };
+  CHECK_FALSE(mapped.rewrite_tensor(tm, "flipped", flip(tm.bytes)));
+  CHECK(mapped.layout_of(tm).empty());
+  REQUIRE(read.rewrite_tensor(tr, "flipped", flip(tr.bytes)));
+  CHECK(read.layout_of(tr) == "flipped");
+  for (std::uint64_t i = 0; i < tr.bytes; ++i) REQUIRE(tr.data[i] == ~tm.data[i]);
+  // Once in a layout, the same tag is a no-op and another is refused.
+  CHECK(read.rewrite_tensor(tr, "flipped", flip(tr.bytes)));
+  CHECK(tr.data[0] == ~tm.data[0]);
+  CHECK_THROWS_AS(read.rewrite_tensor(tr, "other", flip(1)), tf::error);
+  CHECK_THROWS_AS(read.rewrite_tensor(tm, "flipped", flip(1)), tf::error);  // not read's tensor
+  // The other tensors keep the file's bytes; the layout moves with the file.
+  for (auto const& t : read.tensors())
+    if (t.name != "t.q8_0")
+      CHECK(std::memcmp(t.data, mapped.find_tensor(t.name)->data, t.bytes) == 0);
+  auto moved = std::move(read);
+  CHECK(moved.layout_of(*moved.find_tensor("t.q8_0")) == "flipped");
+  auto owned = gguf_file::from_bytes(slurp(fixture("tiny.gguf")));
+  CHECK(owned.rewrite_tensor(*owned.find_tensor("t.q8_0"), "flipped", flip(1)));
+}
+
 namespace {
 std::string message_of(std::vector<std::byte> bytes) {
   try {

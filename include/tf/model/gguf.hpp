@@ -119,6 +119,31 @@ class gguf_file {
     return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
   }
 
+  /// The layout rewrite_tensor gave tensor `t`, or empty for the file's own row order.
+  std::string_view layout_of(const tensor_view& t) const {
+    auto it = layouts_.find(index_of(t));
+    return it == layouts_.end() ? std::string_view{} : std::string_view(it->second);
+  }
+  /// Rewrites t's bytes in place into layout `tag` by fn(std::byte* data), once: a later call with
+  /// the same tag returns true at once. Only a file read into memory is rewritten (a mapping is
+  /// the page cache's), so it returns false for a mapped file. Throws if t holds another layout.
+  /// Whoever reads t's bytes checks layout_of first. Not for two threads binding one file.
+  template <class Fn>
+  bool rewrite_tensor(const tensor_view& t, std::string_view tag, Fn&& fn) const {
+    auto const i = index_of(t);
+    if (auto it = layouts_.find(i); it != layouts_.end()) {
+      if (it->second != tag)
+        throw error("tf: {}: tensor {} is already in layout {}, not {}", source_, t.name,
+                    it->second, tag);
+      return true;
+    }
+    // The bytes are this object's own copy; rewrite() declines a file mapping.
+    auto& bytes = const_cast<detail::mapped_bytes&>(bytes_);
+    if (!bytes.rewrite(static_cast<std::size_t>(t.data - bytes_.data()), t.bytes, fn)) return false;
+    layouts_.emplace(i, std::string(tag));
+    return true;
+  }
+
   /// Every metadata entry in file order.
   const std::vector<gguf_kv>& metadata() const { return kvs_; }
   const gguf_kv* find_kv(std::string_view key) const {
@@ -516,6 +541,12 @@ class gguf_file {
                 fmt::format(f, std::forward<Args>(args)...));
   }
 
+  std::size_t index_of(const tensor_view& t) const {
+    if (tensors_.empty() || &t < tensors_.data() || &t >= tensors_.data() + tensors_.size())
+      throw error("tf: {}: tensor {} is not one of this file's", source_, t.name);
+    return static_cast<std::size_t>(&t - tensors_.data());
+  }
+
   detail::mapped_bytes bytes_;
   std::string source_;
   std::uint32_t version_ = 0;
@@ -525,6 +556,7 @@ class gguf_file {
   std::unordered_map<std::string_view, std::size_t> kv_index_;
   std::vector<tensor_view> tensors_;
   std::unordered_map<std::string_view, std::size_t> tensor_index_;
+  mutable std::unordered_map<std::size_t, std::string> layouts_;  // by tensor index
 };
 
 }  // namespace tf::model

@@ -88,6 +88,7 @@ class mapped_bytes {
     ::close(fd);
     ::mprotect(p, m.map_len_, PROT_READ);
     m.data_ = base;
+    m.copy_ = true;
     return m;
   }
 
@@ -97,6 +98,7 @@ class mapped_bytes {
     m.owned_ = std::move(bytes);
     m.data_ = m.owned_.data();
     m.size_ = m.owned_.size();
+    m.copy_ = true;
     return m;
   }
 
@@ -114,6 +116,27 @@ class mapped_bytes {
 
   const std::byte* data() const { return data_; }
   std::size_t size() const { return size_; }
+
+  /// Runs fn(std::byte*) on bytes [at, at + len) with them writable meanwhile, and returns true,
+  /// when they are this process's own copy (read into memory or owned); a file mapping is the
+  /// page cache's, so there it runs nothing and returns false.
+  template <class Fn>
+  bool rewrite(std::size_t at, std::size_t len, Fn&& fn) {
+    if (!copy_ || at > size_ || len > size_ - at) return false;
+    auto* p = const_cast<std::byte*>(data_) + at;
+    if (!map_) {
+      fn(p);
+      return true;
+    }
+    auto const page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    auto const lo = reinterpret_cast<std::uintptr_t>(p) / page * page;
+    auto const hi = (reinterpret_cast<std::uintptr_t>(p) + len + page - 1) / page * page;
+    if (::mprotect(reinterpret_cast<void*>(lo), hi - lo, PROT_READ | PROT_WRITE) != 0)
+      throw error("tf: cannot make {} model bytes writable: {}", len, std::strerror(errno));
+    fn(p);
+    ::mprotect(reinterpret_cast<void*>(lo), hi - lo, PROT_READ);
+    return true;
+  }
 
  private:
   // An O_RDONLY descriptor of the regular file `path` and its size; throws otherwise.
@@ -134,6 +157,7 @@ class mapped_bytes {
     std::swap(data_, o.data_);
     std::swap(size_, o.size_);
     std::swap(map_len_, o.map_len_);
+    std::swap(copy_, o.copy_);
     owned_.swap(o.owned_);
   }
   void release() noexcept {
@@ -142,6 +166,7 @@ class mapped_bytes {
     map_len_ = 0;
     data_ = nullptr;
     size_ = 0;
+    copy_ = false;
     owned_.clear();
   }
 
@@ -149,6 +174,7 @@ class mapped_bytes {
   std::size_t map_len_ = 0;  // bytes mapped at map_ (the read copy adds alignment)
   const std::byte* data_ = nullptr;
   std::size_t size_ = 0;
+  bool copy_ = false;  // read into memory or owned, so rewrite() may change it
   std::vector<std::byte> owned_;
 };
 
