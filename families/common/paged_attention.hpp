@@ -187,9 +187,18 @@ class paged_kv {
         }
         scores.resize(static_cast<std::size_t>(p - lo + 1));
         float mx = -std::numeric_limits<float>::infinity();
-        for (std::int32_t j = lo; j <= p; ++j) {
-          T const* kh = K + kv_at(static_cast<std::size_t>(t), j) + kvh * hd;
-          float const s = rows::dot(qs.data(), kh, hd);
+        auto key = [&](std::int32_t j) {
+          return K + kv_at(static_cast<std::size_t>(t), j) + kvh * hd;
+        };
+        std::int32_t j = lo;
+        for (; j + 4 <= p + 1; j += 4) {  // four keys at a time: four independent sums
+          T const* k4[4] = {key(j), key(j + 1), key(j + 2), key(j + 3)};
+          float* s4 = scores.data() + (j - lo);
+          rows::dot4(qs.data(), k4, hd, s4);
+          mx = std::max(std::max(std::max(mx, s4[0]), std::max(s4[1], s4[2])), s4[3]);
+        }
+        for (; j <= p; ++j) {
+          float const s = rows::dot(qs.data(), key(j), hd);
           scores[static_cast<std::size_t>(j - lo)] = s;
           mx = std::max(mx, s);
         }
@@ -201,12 +210,20 @@ class paged_kv {
         float const inv = static_cast<float>(1.0 / z);
         float* out = att + t * q_dim + hh * hd;
         std::fill_n(out, hd, 0.0f);
-        for (std::int32_t j = lo; j <= p; ++j) {
-          T const* vh = V + kv_at(static_cast<std::size_t>(t), j) + kvh * hd;
-          float pj = scores[static_cast<std::size_t>(j - lo)] * inv;
-          if constexpr (!std::is_same_v<T, float>) pj = rows::scalar::round_f16(pj);
-          rows::axpy(pj, vh, out, hd);
+        auto value = [&](std::int32_t j) {
+          return V + kv_at(static_cast<std::size_t>(t), j) + kvh * hd;
+        };
+        auto prob = [&](std::int32_t j) {
+          float const pj = scores[static_cast<std::size_t>(j - lo)] * inv;
+          if constexpr (!std::is_same_v<T, float>) return rows::scalar::round_f16(pj);
+          return pj;
+        };
+        for (j = lo; j + 4 <= p + 1; j += 4) {  // the same adds in the same order, four per pass
+          T const* v4[4] = {value(j), value(j + 1), value(j + 2), value(j + 3)};
+          float const p4[4] = {prob(j), prob(j + 1), prob(j + 2), prob(j + 3)};
+          rows::axpy4(p4, v4, out, hd);
         }
+        for (; j <= p; ++j) rows::axpy(prob(j), value(j), out, hd);
       }
     });
   }

@@ -63,6 +63,37 @@ TEST_CASE("KV row kernels (f32 and f16) give the scalar kernels' bits, tails inc
     rows::scalar::axpy(-1.7f, kf.data(), o1.data(), n);
     rows::axpy(-1.7f, kf.data(), o2.data(), n);
     CHECK(same_bits(o1, o2));
+
+    // Four keys or values at once: each result is the one-at-a-time kernel's, bit for bit.
+    std::vector<std::vector<float>> kfs;
+    std::vector<std::vector<std::uint16_t>> ks;
+    for (int j = 0; j < 4; ++j) {
+      kfs.push_back(normal_floats(un, 2.0f, gen));
+      ks.emplace_back(un);
+      rows::to_f16(kfs.back().data(), ks.back().data(), n);
+    }
+    float const* kf4[4] = {kfs[0].data(), kfs[1].data(), kfs[2].data(), kfs[3].data()};
+    std::uint16_t const* k4[4] = {ks[0].data(), ks[1].data(), ks[2].data(), ks[3].data()};
+    float d4[4], f4[4];
+    rows::dot4(s1.data(), k4, n, d4);
+    rows::dot4(q.data(), kf4, n, f4);
+    for (int j = 0; j < 4; ++j) {
+      float const dj = rows::scalar::dot(s1.data(), k4[j], n);
+      float const fj = rows::scalar::dot(q.data(), kf4[j], n);
+      CHECK(std::memcmp(&d4[j], &dj, sizeof dj) == 0);
+      CHECK(std::memcmp(&f4[j], &fj, sizeof fj) == 0);
+    }
+    float const a4[4] = {0.37f, -1.1f, 0.002f, 3.5f};
+    auto p1 = normal_floats(un, 1.0f, gen);
+    auto p2 = p1, p3 = p1, p4 = p1;
+    for (int j = 0; j < 4; ++j) {
+      rows::scalar::axpy(a4[j], k4[j], p1.data(), n);
+      rows::scalar::axpy(a4[j], kf4[j], p3.data(), n);
+    }
+    rows::axpy4(a4, k4, p2.data(), n);
+    rows::axpy4(a4, kf4, p4.data(), n);
+    CHECK(same_bits(p1, p2));
+    CHECK(same_bits(p3, p4));
   }
 }
 
