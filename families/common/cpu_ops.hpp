@@ -47,7 +47,9 @@ using kernels::cpu::thread_pool;
 template <class File>
 matrix in_rows8(File const& file, model::tensor_view const& t, matrix m) {
   if constexpr (requires { file.rewrite_tensor(t, "rows8", [](std::byte*) {}); }) {
+    // Only a whole tensor: a slab of one (an expert) keeps the file's row order.
     if (kernels::cpu::rows8_fits(m.type, m.rows, m.cols) && m.data == t.data &&
+        m.row_bytes * static_cast<std::uint64_t>(m.rows) == t.bytes &&
         file.rewrite_tensor(t, "rows8",
                             [&](std::byte* p) { kernels::cpu::regroup_rows8(p, m.rows, m.cols); }))
       m.layout = kernels::cpu::weight_layout::rows8;

@@ -53,6 +53,15 @@ struct tensor_binder {
                       std::int64_t cols) const {
     return mat_of(find(role, layer, false), rows, cols);
   }
+  /// mat_of for the embedding and the head: in the rows8 layout where cpu_ops::in_rows8 can
+  /// regroup it (each token reads all of the head).
+  template <class T>
+  cpu_ops::matrix head_of(T const* t, std::int64_t rows, std::int64_t cols) const {
+    return cpu_ops::in_rows8(file, *t, mat_of(t, rows, cols));
+  }
+  cpu_ops::matrix head(model::tensor_role role, std::int64_t rows, std::int64_t cols) const {
+    return head_of(find(role, 0, false), rows, cols);
+  }
   /// A norm's weights [n] in f32.
   std::vector<float> norm(model::tensor_role role, int layer, std::int64_t n) const {
     return floats(role, layer, n, "norm");

@@ -57,9 +57,9 @@ glm4_weights bind_weights(File const& file, glm4_hparams const& hp, name_style s
   std::int64_t const q_out = hd * hp.num_heads, kv_out = hd * hp.num_kv_heads;
   glm4_weights w;
   w.hp = hp;
-  w.embd = b.mat(tensor_role::token_embd, 0, hp.vocab_size, h);
-  w.output = b.find(tensor_role::output, 0, true) ? b.mat(tensor_role::output, 0, hp.vocab_size, h)
-                                                  : w.embd;
+  w.embd = b.head(tensor_role::token_embd, hp.vocab_size, h);
+  w.output =
+      b.find(tensor_role::output, 0, true) ? b.head(tensor_role::output, hp.vocab_size, h) : w.embd;
   w.output_norm = b.vec(tensor_role::output_norm, 0, h);
   for (int i = 0; i < hp.num_layers; ++i) {
     glm4_layer_weights l;

@@ -49,12 +49,12 @@ template <class Weights, class Binder>
 void bind_head(Weights& w, Binder const& b, qwen3_hparams const& hp) {
   using model::tensor_role;
   std::int64_t const h = hp.hidden_size;
-  w.embd = b.mat(tensor_role::token_embd, 0, hp.vocab_size, h);
+  w.embd = b.head(tensor_role::token_embd, hp.vocab_size, h);
   auto const* head = b.find(tensor_role::output, 0, true);
   if (!head && !hp.tie_word_embeddings)
     throw error("tf: {} model lacks the tensor {} and its embeddings are not tied", b.family,
                 b.name_of(tensor_role::output, 0));
-  w.output = head && !hp.tie_word_embeddings ? b.mat_of(head, hp.vocab_size, h) : w.embd;
+  w.output = head && !hp.tie_word_embeddings ? b.head_of(head, hp.vocab_size, h) : w.embd;
   w.output_norm = b.norm(tensor_role::output_norm, 0, h);
 }
 

@@ -4,6 +4,7 @@
 #include <families/glm/glm4_forward.hpp>
 #include <families/glm/glm4_load.hpp>
 #include <tests/common/hf_oracle.hpp>
+#include <tests/common/rows8_check.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -52,6 +53,12 @@ TEST_CASE("tiny GLM-4, F32 GGUF (fused ffn_up): logits within 1e-4 of transforme
 
 TEST_CASE("tiny GLM-4, HF safetensors: logits within 1e-4 of transformers, greedy exact") {
   check_against_oracle(tiny, 1e-4f, true);
+}
+
+TEST_CASE("tiny GLM-4, Q8_0 GGUF read into memory: rows8 head, the mapped file's logits exactly") {
+  tf::test::check_rows8_head<glm::glm4_forward>(
+      tiny + "/tiny-q8_0.gguf", [](model_file const& f) { return glm::load_weights(f); },
+      tf::test::hf_oracle_at(tiny).prompts);
 }
 
 TEST_CASE("tiny GLM-4, Q8_0 GGUF: logits within 0.25 of transformers, top-1 at >= 90%") {

@@ -5,6 +5,7 @@
 #include <families/qwen/qwen3_forward.hpp>
 #include <families/qwen/qwen3_load.hpp>
 #include <tests/common/hf_oracle.hpp>
+#include <tests/common/rows8_check.hpp>
 #include <tf/model/gguf.hpp>
 
 #include <catch2/catch.hpp>
@@ -55,6 +56,12 @@ TEST_CASE("tiny Qwen3, F32 GGUF: logits within 1e-4 of transformers, greedy exac
 
 TEST_CASE("tiny Qwen3, HF safetensors: logits within 1e-4 of transformers, greedy exact") {
   check_against_oracle(tiny, 1e-4f, tf::families::kv_dtype::f32);
+}
+
+TEST_CASE("tiny Qwen3, Q8_0 GGUF read into memory: rows8 head, the mapped file's logits exactly") {
+  tf::test::check_rows8_head<qwen::qwen3_forward>(
+      tiny + "/tiny-q8_0.gguf", [](model_file const& f) { return qwen::load_weights(f); },
+      tf::test::hf_oracle_at(tiny).prompts);
 }
 
 TEST_CASE("tiny Qwen3, F32 GGUF with f16 KV: logits within 2e-2 of transformers") {
