@@ -42,13 +42,15 @@ struct matrix {
 using kernels::cpu::thread_pool;
 
 /// m in the rows8 layout, regrouped in `file`'s own memory (the one-row matvec then reads it as
-/// one sequential run), when m is a Q8_0 matrix of whole eight-row groups and the file was read
-/// into memory; m as it is otherwise. `t` is m's tensor in `file`.
+/// one sequential run), when m is a Q8_0 matrix of whole eight-row groups, the file was read into
+/// memory and the kernels' path is AVX-512 VNNI (the others would read it back into row order);
+/// m as it is otherwise. `t` is m's tensor in `file`.
 template <class File>
 matrix in_rows8(File const& file, model::tensor_view const& t, matrix m) {
   if constexpr (requires { file.rewrite_tensor(t, "rows8", [](std::byte*) {}); }) {
     // Only a whole tensor: a slab of one (an expert) keeps the file's row order.
-    if (kernels::cpu::rows8_fits(m.type, m.rows, m.cols) && m.data == t.data &&
+    if (kernels::cpu::default_isa() == kernels::cpu::isa::avx512 &&
+        kernels::cpu::rows8_fits(m.type, m.rows, m.cols) && m.data == t.data &&
         m.row_bytes * static_cast<std::uint64_t>(m.rows) == t.bytes &&
         file.rewrite_tensor(t, "rows8",
                             [&](std::byte* p) { kernels::cpu::regroup_rows8(p, m.rows, m.cols); }))

@@ -21,9 +21,12 @@ void check_rows8_head(std::string const& gguf, Load load,
   auto read = model::model_file::open(gguf, model::load_mode::read);
   auto const wm = load(mapped);
   auto const wr = load(read);
+  // Only the AVX-512 VNNI path has a rows8 kernel; elsewhere the file keeps its row order.
+  auto const want = kernels::cpu::default_isa() == kernels::cpu::isa::avx512 ? weight_layout::rows8
+                                                                             : weight_layout::rows;
   CHECK(wm.embd.layout == weight_layout::rows);
-  REQUIRE(wr.embd.layout == weight_layout::rows8);
-  CHECK(wr.output.layout == weight_layout::rows8);
+  REQUIRE(wr.embd.layout == want);
+  CHECK(wr.output.layout == want);
   for (int threads : {1, 2}) {
     Forward fm(wm, {16, 4}, threads), fr(wr, {16, 4}, threads);
     for (auto const& p : prompts) {
