@@ -1,6 +1,7 @@
 #pragma once
 /// A persistent thread pool: workers are created once; parallel_for splits [0, n) statically.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -62,13 +63,10 @@ class thread_pool {
     if (sleeping_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
     run_chunk(0);
     // Spin while the workers finish (static chunks end together), then sleep.
-    for (int spin = 0;; ++spin) {
+    spin_while([&] { return pending_.load(std::memory_order_acquire) != 0; });
+    for (;;) {
       int p = pending_.load(std::memory_order_acquire);
       if (p == 0) break;
-      if (spin < spin_limit) {
-        relax();
-        continue;
-      }
       caller_sleeping_.store(true, std::memory_order_seq_cst);
       p = pending_.load(std::memory_order_seq_cst);
       if (p != 0) pending_.wait(p, std::memory_order_acquire);
@@ -95,13 +93,25 @@ class thread_pool {
   }
 
  private:
-  // Pause iterations a waiting thread spins before it sleeps: decode calls come back to back.
-  static constexpr int spin_limit = 1 << 14;
+  // How long a waiting thread spins before it sleeps. Longer than the gap between two decode
+  // steps (sampling, streaming the text): waking a sleeping worker costs tens of microseconds.
+  static constexpr std::chrono::microseconds spin_budget{2000};
 
   static void relax() {
 #if defined(__x86_64__) || defined(__i386__)
     _mm_pause();
 #endif
+  }
+
+  // Spins while busy() holds, for up to spin_budget (a pause takes from a few to over a hundred
+  // cycles by CPU, so the budget is time, read every 64 pauses).
+  template <class Busy>
+  static void spin_while(Busy&& busy) {
+    const auto until = std::chrono::steady_clock::now() + spin_budget;
+    for (int spin = 1; busy(); ++spin) {
+      relax();
+      if (spin % 64 == 0 && std::chrono::steady_clock::now() > until) return;
+    }
   }
 
   void run_chunk(int i) {
@@ -119,11 +129,8 @@ class thread_pool {
   void run(int i) {
     std::uint32_t seen = 0;
     for (;;) {
-      std::uint32_t g = generation_.load(std::memory_order_acquire);
-      for (int spin = 0; g == seen && spin < spin_limit; ++spin) {
-        relax();
-        g = generation_.load(std::memory_order_acquire);
-      }
+      std::uint32_t g = 0;
+      spin_while([&] { return (g = generation_.load(std::memory_order_acquire)) == seen; });
       while (g == seen) {
         // Announce the sleep before the last look, so parallel_for either sees a sleeper and
         // notifies or its new generation is seen here.
