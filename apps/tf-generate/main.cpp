@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   std::string kv_type = "f16";
   tf::sample::sampling_params sp;
   sp.repetition_penalty = 1.0f;
+  sp.logprobs = false;  // never printed
   app.add_option("MODEL", model_path, "GGUF file or HF folder (default: the default model)");
   app.add_option("-p,--prompt", prompt, "prompt text");
   app.add_option("--tokens", tokens_arg, "prompt as comma-separated token ids (no tokenizer)");

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 #include <vector>
@@ -36,6 +37,38 @@ TEST_CASE("greedy picks the largest logit, first index on a tie") {
   double lse = 0;
   for (float v : l) lse += std::exp(v);
   CHECK(r.logprob == Approx(2.0 - std::log(lse)).margin(1e-6));
+}
+
+TEST_CASE("with logprobs off the token is the same, its logprob NaN, and bad logits still throw") {
+  std::vector<float> l;
+  for (int i = 0; i < 5000; ++i) l.push_back(static_cast<float>(std::sin(i * 0.37) * 3));
+  l[4321] = 7.0f;
+  std::vector<std::int32_t> const history{4321, 5, 5};
+  for (sampling_params p : {sampling_params{}, sampling_params{.repetition_penalty = 3.0f},
+                            sampling_params{.temperature = 0.8f, .seed = 9}}) {
+    sampler on(p);
+    p.logprobs = false;
+    sampler off(p);
+    for (int i = 0; i < 20; ++i) {
+      auto a = on.sample(l, history);
+      auto b = off.sample(l, history);
+      CHECK(a.token == b.token);
+      CHECK(std::isfinite(a.logprob));
+      CHECK(std::isnan(b.logprob));
+    }
+  }
+  CHECK(sampler({.logprobs = false}).sample(l).token == 4321);
+  sampling_params off{.logprobs = false};
+  std::vector<float> bad(8, std::numeric_limits<float>::quiet_NaN());
+  CHECK_THROWS_WITH(sampler(off).sample(bad), Catch::Contains("no finite logit"));
+  bad.assign(8, -std::numeric_limits<float>::infinity());
+  CHECK_THROWS_WITH(sampler(off).sample(bad), Catch::Contains("no finite logit"));
+  // top_logprobs needs the normalizer, so it computes the logprob whatever `logprobs` says.
+  off.top_logprobs = 2;
+  auto r = sampler(off).sample(l);
+  CHECK(std::isfinite(r.logprob));
+  REQUIRE(r.top.size() == 2);
+  CHECK(r.top[0].logprob == Approx(r.logprob));
 }
 
 TEST_CASE("the same seed gives the same stream, another seed another one") {

@@ -245,6 +245,16 @@ TEST_CASE("stop strings cut the text; logprobs come back") {
     CHECK(e["top_logprobs"].size() == 3);
     CHECK(e["top_logprobs"][0]["logprob"].get<double>() >= e["logprob"].get<double>() - 1e-6);
   }
+  // logprobs alone: the token's own logprob, a number (NaN would come back as null).
+  body.erase("top_logprobs");
+  auto alone = post(c, "/v1/chat/completions", body, 200);
+  auto const& entries = alone["choices"][0]["logprobs"]["content"];
+  REQUIRE(!entries.empty());
+  for (auto const& e : entries) {
+    REQUIRE(e["logprob"].is_number());
+    CHECK(e["logprob"].get<double>() <= 0.0);
+    CHECK(e["top_logprobs"].empty());
+  }
 }
 
 TEST_CASE("bad input gets its 4xx and an OpenAI error object; the server keeps serving") {

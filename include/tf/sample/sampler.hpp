@@ -26,6 +26,9 @@ struct sampling_params {
   float frequency_penalty = 0.0f;   // subtracted per occurrence in the history
   std::uint64_t seed = 0;
   int top_logprobs = 0;  // how many alternatives to report (0: none)
+  // Report the sampled token's logprob: a pass of exp over the whole vocabulary per token, so a
+  // caller that does not show it turns it off (top_logprobs > 0 computes it anyway).
+  bool logprobs = true;
 };
 
 /// One token and its log-probability under the model's distribution.
@@ -34,7 +37,8 @@ struct token_logprob {
   float logprob = 0.0f;
 };
 
-/// A sampled token, its logprob and, when asked, the most likely alternatives (best first).
+/// A sampled token, its logprob (NaN when not asked for) and, when asked, the most likely
+/// alternatives (best first).
 struct sample_result {
   std::int32_t token = 0;
   float logprob = 0.0f;
@@ -74,17 +78,24 @@ class sampler {
     if (n > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
       throw error("tf: sample() got {} logits, more than an int32 token id can name", n);
     sample_result out;
-    model_logprobs(logits, out);
+    bool const want_logprob = params_.logprobs || params_.top_logprobs > 0;
+    if (want_logprob) model_logprobs(logits, out);
 
-    work_.assign(logits.begin(), logits.end());
-    apply_penalties(history, n);
-
-    if (params_.temperature == 0.0f) {
-      out.token = argmax(work_);
+    if (params_.temperature == 0.0f && !penalised(history)) {
+      // Greedy and nothing to adjust: the logits as they are, without a copy.
+      if (!want_logprob) {
+        float const mx =
+            kernels::cpu::vec_math::max_of(logits.data(), static_cast<std::int64_t>(n));
+        if (!std::isfinite(mx)) throw error("tf: sample() got no finite logit (max {})", mx);
+      }
+      out.token = argmax(logits);
     } else {
-      out.token = draw();
+      work_.assign(logits.begin(), logits.end());
+      apply_penalties(history, n);
+      out.token = params_.temperature == 0.0f ? argmax(work_) : draw();
     }
-    out.logprob = static_cast<float>(static_cast<double>(logits[out.token]) - lse_);
+    out.logprob = want_logprob ? static_cast<float>(static_cast<double>(logits[out.token]) - lse_)
+                               : std::numeric_limits<float>::quiet_NaN();
     return out;
   }
 
@@ -113,10 +124,14 @@ class sampler {
     }
   }
 
+  bool penalised(std::span<std::int32_t const> history) const {
+    return !history.empty() &&
+           (params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+            params_.frequency_penalty != 0.0f);
+  }
+
   void apply_penalties(std::span<std::int32_t const> history, std::size_t n) {
-    bool const any = params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
-                     params_.frequency_penalty != 0.0f;
-    if (!any || history.empty()) return;
+    if (!penalised(history)) return;
     counts_.clear();
     for (auto t : history) {
       if (t < 0 || static_cast<std::size_t>(t) >= n)
@@ -132,7 +147,7 @@ class sampler {
 
   // The first index of the largest value (a tie goes to the lower index; NaNs never win, and
   // a NaN at index 0 stays the answer as no value compares greater than it).
-  static std::int32_t argmax(std::vector<float> const& v) {
+  static std::int32_t argmax(std::span<float const> v) {
     if (v.empty() || std::isnan(v[0])) return 0;
     float const mx = kernels::cpu::vec_math::max_of(v.data(), static_cast<std::int64_t>(v.size()));
     std::size_t i = 0;

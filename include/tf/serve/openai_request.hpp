@@ -224,6 +224,7 @@ inline openai_request parse_openai_request(std::string const& text, bool chat) {
     r.logprobs = true;
     r.sampling.top_logprobs = static_cast<int>(detail::integer(body, "logprobs", 0, 20, 0));
   }
+  r.sampling.logprobs = r.logprobs;  // nobody sees it otherwise
   r.draft = detail::boolean(body, "draft", false);
   return r;
 }
