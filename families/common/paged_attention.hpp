@@ -172,6 +172,7 @@ class paged_kv {
     namespace rows = kernels::cpu::kv_rows;
     std::int64_t const hd = head_dim_;
     std::int64_t const q_dim = hd * nh, group = nh / kv_heads_;
+    constexpr std::int32_t ahead = 8;  // keys between a row's prefetch and its use
     pool.parallel_for(n * nh, [&](std::int64_t w0, std::int64_t w1) {
       thread_local std::vector<float> scores, qs;
       qs.resize(static_cast<std::size_t>(hd));
@@ -192,6 +193,8 @@ class paged_kv {
         };
         std::int32_t j = lo;
         for (; j + 4 <= p + 1; j += 4) {  // four keys at a time: four independent sums
+          for (std::int32_t u = j + ahead; u < j + ahead + 4 && u <= p; ++u)
+            rows::prefetch_row(key(u), hd);
           T const* k4[4] = {key(j), key(j + 1), key(j + 2), key(j + 3)};
           float* s4 = scores.data() + (j - lo);
           rows::dot4(qs.data(), k4, hd, s4);
@@ -219,6 +222,8 @@ class paged_kv {
           return pj;
         };
         for (j = lo; j + 4 <= p + 1; j += 4) {  // the same adds in the same order, four per pass
+          for (std::int32_t u = j + ahead; u < j + ahead + 4 && u <= p; ++u)
+            rows::prefetch_row(value(u), hd);
           T const* v4[4] = {value(j), value(j + 1), value(j + 2), value(j + 3)};
           float const p4[4] = {prob(j), prob(j + 1), prob(j + 2), prob(j + 3)};
           rows::axpy4(p4, v4, out, hd);

@@ -186,6 +186,20 @@ TF_F16_FN void axpy4(const float* a, const T* const* v, float* out, std::int64_t
 }  // namespace x86
 #endif
 
+/// Asks for the n elements of a K or V row into L1: attention walks rows the head's weight
+/// stream has pushed out of the caches, a page table apart, which the hardware prefetcher misses.
+template <class T>
+inline void prefetch_row(const T* row, std::int64_t n) {
+#if TF_KERNELS_X86
+  const auto* p = reinterpret_cast<const char*>(row);
+  for (std::int64_t b = 0; b < n * static_cast<std::int64_t>(sizeof(T)); b += 64)
+    _mm_prefetch(p + b, _MM_HINT_T0);
+#else
+  (void)row;
+  (void)n;
+#endif
+}
+
 /// y [n] = f16 bits of x [n], round to nearest even.
 inline void to_f16(const float* x, std::uint16_t* y, std::int64_t n) {
 #if TF_KERNELS_X86
