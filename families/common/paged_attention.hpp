@@ -165,70 +165,112 @@ class paged_kv {
   }
 
   // T is float (f32 KV) or std::uint16_t (f16 KV, where q and the probabilities are rounded to
-  // f16 as well, as llama.cpp's CPU path does).
+  // f16 as well, as llama.cpp's CPU path does). A work item is one token's G query heads of one
+  // KV head, so each K and V row is read and converted once for the G; G is as large as still
+  // gives every thread an item, and each score and output has the same bits for every G.
   template <class T>
   void attention(kernels::cpu::thread_pool& pool, std::int64_t n, std::int64_t nh, float const* q,
                  float* att, T const* K, T const* V, float scale, std::int32_t window) const {
+    std::int64_t const group = nh / kv_heads_;
+    auto items = [&](std::int64_t g) { return n * kv_heads_ * (group / g); };
+    if (group % 4 == 0 && items(4) >= pool.size())
+      return attention_in<4>(pool, n, nh, q, att, K, V, scale, window);
+    if (group % 2 == 0 && items(2) >= pool.size())
+      return attention_in<2>(pool, n, nh, q, att, K, V, scale, window);
+    attention_in<1>(pool, n, nh, q, att, K, V, scale, window);
+  }
+
+  template <int G, class T>
+  void attention_in(kernels::cpu::thread_pool& pool, std::int64_t n, std::int64_t nh,
+                    float const* q, float* att, T const* K, T const* V, float scale,
+                    std::int32_t window) const {
     namespace rows = kernels::cpu::kv_rows;
-    std::int64_t const hd = head_dim_;
-    std::int64_t const q_dim = hd * nh, group = nh / kv_heads_;
+    // Keys per pass: G * KP sums (or weights) fit in the registers.
+    constexpr int KP = G == 4 ? 2 : 4;
     constexpr std::int32_t ahead = 8;  // keys between a row's prefetch and its use
-    pool.parallel_for(n * nh, [&](std::int64_t w0, std::int64_t w1) {
+    std::int64_t const hd = head_dim_;
+    std::int64_t const q_dim = hd * nh, group = nh / kv_heads_, per_kv = group / G;
+    pool.parallel_for(n * kv_heads_ * per_kv, [&](std::int64_t w0, std::int64_t w1) {
       thread_local std::vector<float> scores, qs;
-      qs.resize(static_cast<std::size_t>(hd));
+      qs.resize(static_cast<std::size_t>(G * hd));
       for (std::int64_t w = w0; w < w1; ++w) {
-        std::int64_t const t = w / nh, hh = w % nh, kvh = hh / group;
+        std::int64_t const t = w / (kv_heads_ * per_kv), kvh = w / per_kv % kv_heads_;
+        std::int64_t const h0 = kvh * group + w % per_kv * G;
         std::int32_t const p = pos_[static_cast<std::size_t>(t)];
         std::int32_t const lo = window > 0 ? std::max(0, p - window + 1) : 0;
-        float const* qh = q + t * q_dim + hh * hd;
-        if constexpr (std::is_same_v<T, float>) {
-          for (std::int64_t d = 0; d < hd; ++d) qs[static_cast<std::size_t>(d)] = qh[d] * scale;
-        } else {
-          rows::scale_round(qh, scale, qs.data(), hd);
+        std::int64_t const nk = p - lo + 1;
+        float const* qg[G];
+        float* out[G];
+        for (int g = 0; g < G; ++g) {
+          float const* qh = q + t * q_dim + (h0 + g) * hd;
+          float* qd = qs.data() + g * hd;
+          if constexpr (std::is_same_v<T, float>) {
+            for (std::int64_t d = 0; d < hd; ++d) qd[d] = qh[d] * scale;
+          } else {
+            rows::scale_round(qh, scale, qd, hd);
+          }
+          qg[g] = qd;
+          out[g] = att + t * q_dim + (h0 + g) * hd;
         }
-        scores.resize(static_cast<std::size_t>(p - lo + 1));
-        float mx = -std::numeric_limits<float>::infinity();
-        auto key = [&](std::int32_t j) {
-          return K + kv_at(static_cast<std::size_t>(t), j) + kvh * hd;
+        scores.resize(static_cast<std::size_t>(G * nk));
+        auto row = [&](T const* base, std::int32_t j) {
+          return base + kv_at(static_cast<std::size_t>(t), j) + kvh * hd;
         };
+        // Scores [G, nk]: KP keys at a time against the G heads.
+        float s[G * KP];
         std::int32_t j = lo;
-        for (; j + 4 <= p + 1; j += 4) {  // four keys at a time: four independent sums
-          for (std::int32_t u = j + ahead; u < j + ahead + 4 && u <= p; ++u)
-            rows::prefetch_row(key(u), hd);
-          T const* k4[4] = {key(j), key(j + 1), key(j + 2), key(j + 3)};
-          float* s4 = scores.data() + (j - lo);
-          rows::dot4(qs.data(), k4, hd, s4);
-          mx = std::max(std::max(std::max(mx, s4[0]), std::max(s4[1], s4[2])), s4[3]);
+        for (; j + KP <= p + 1; j += KP) {
+          for (std::int32_t u = j + ahead; u < j + ahead + KP && u <= p; ++u)
+            rows::prefetch_row(row(K, u), hd);
+          T const* kj[KP];
+          for (int k = 0; k < KP; ++k) kj[k] = row(K, j + k);
+          rows::dot_heads<G, KP>(qg, kj, hd, s);
+          for (int g = 0; g < G; ++g)
+            for (int k = 0; k < KP; ++k)
+              scores[static_cast<std::size_t>(g * nk + j - lo + k)] = s[g * KP + k];
         }
         for (; j <= p; ++j) {
-          float const s = rows::dot(qs.data(), key(j), hd);
-          scores[static_cast<std::size_t>(j - lo)] = s;
-          mx = std::max(mx, s);
+          T const* kj[1] = {row(K, j)};
+          rows::dot_heads<G, 1>(qg, kj, hd, s);
+          for (int g = 0; g < G; ++g) scores[static_cast<std::size_t>(g * nk + j - lo)] = s[g];
         }
-        double z = 0.0;
-        for (auto& s : scores) {
-          s = std::exp(s - mx);
-          z += s;
+        // Softmax per head; then the probabilities, rounded to f16 with an f16 cache.
+        for (int g = 0; g < G; ++g) {
+          float* sg = scores.data() + g * nk;
+          float mx = -std::numeric_limits<float>::infinity();
+          for (std::int64_t i = 0; i < nk; ++i) mx = std::max(mx, sg[i]);
+          double z = 0.0;
+          for (std::int64_t i = 0; i < nk; ++i) {
+            sg[i] = std::exp(sg[i] - mx);
+            z += sg[i];
+          }
+          float const inv = static_cast<float>(1.0 / z);
+          for (std::int64_t i = 0; i < nk; ++i) {
+            float const pj = sg[i] * inv;
+            if constexpr (std::is_same_v<T, float>)
+              sg[i] = pj;
+            else
+              sg[i] = rows::scalar::round_f16(pj);
+          }
+          std::fill_n(out[g], hd, 0.0f);
         }
-        float const inv = static_cast<float>(1.0 / z);
-        float* out = att + t * q_dim + hh * hd;
-        std::fill_n(out, hd, 0.0f);
-        auto value = [&](std::int32_t j) {
-          return V + kv_at(static_cast<std::size_t>(t), j) + kvh * hd;
-        };
-        auto prob = [&](std::int32_t j) {
-          float const pj = scores[static_cast<std::size_t>(j - lo)] * inv;
-          if constexpr (!std::is_same_v<T, float>) return rows::scalar::round_f16(pj);
-          return pj;
-        };
-        for (j = lo; j + 4 <= p + 1; j += 4) {  // the same adds in the same order, four per pass
-          for (std::int32_t u = j + ahead; u < j + ahead + 4 && u <= p; ++u)
-            rows::prefetch_row(value(u), hd);
-          T const* v4[4] = {value(j), value(j + 1), value(j + 2), value(j + 3)};
-          float const p4[4] = {prob(j), prob(j + 1), prob(j + 2), prob(j + 3)};
-          rows::axpy4(p4, v4, out, hd);
+        // out[g] += p[g][j] v[j] for j in order, KP values at a time.
+        float a[G * KP];
+        for (j = lo; j + KP <= p + 1; j += KP) {
+          for (std::int32_t u = j + ahead; u < j + ahead + KP && u <= p; ++u)
+            rows::prefetch_row(row(V, u), hd);
+          T const* vj[KP];
+          for (int k = 0; k < KP; ++k) vj[k] = row(V, j + k);
+          for (int g = 0; g < G; ++g)
+            for (int k = 0; k < KP; ++k)
+              a[g * KP + k] = scores[static_cast<std::size_t>(g * nk + j - lo + k)];
+          rows::axpy_heads<G, KP>(a, vj, out, hd);
         }
-        for (; j <= p; ++j) rows::axpy(prob(j), value(j), out, hd);
+        for (; j <= p; ++j) {
+          T const* vj[1] = {row(V, j)};
+          for (int g = 0; g < G; ++g) a[g] = scores[static_cast<std::size_t>(g * nk + j - lo)];
+          rows::axpy_heads<G, 1>(a, vj, out, hd);
+        }
       }
     });
   }

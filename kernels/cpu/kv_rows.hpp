@@ -54,16 +54,18 @@ inline void axpy(float a, const float* v, float* out, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) out[i] += a * v[i];
 }
 
-/// out[j] = dot(q, k[j], n) for four keys.
-template <class T>
-void dot4(const float* q, const T* const* k, std::int64_t n, float* out) {
-  for (int j = 0; j < 4; ++j) out[j] = dot(q, k[j], n);
+/// out[h * K + j] = dot(q[h], k[j], n) for H query heads and K keys.
+template <int H, int K, class T>
+void dot_heads(const float* const* q, const T* const* k, std::int64_t n, float* out) {
+  for (int h = 0; h < H; ++h)
+    for (int j = 0; j < K; ++j) out[h * K + j] = dot(q[h], k[j], n);
 }
 
-/// out += a[0] v[0], then a[1] v[1], a[2] v[2], a[3] v[3]: axpy four times.
-template <class T>
-void axpy4(const float* a, const T* const* v, float* out, std::int64_t n) {
-  for (int j = 0; j < 4; ++j) axpy(a[j], v[j], out, n);
+/// For each of H heads: out[h] += a[h * K] v[0], then a[h * K + 1] v[1], .. (K values).
+template <int H, int K, class T>
+void axpy_heads(const float* a, const T* const* v, float* const* out, std::int64_t n) {
+  for (int h = 0; h < H; ++h)
+    for (int j = 0; j < K; ++j) axpy(a[h * K + j], v[j], out[h], n);
 }
 
 }  // namespace scalar
@@ -146,39 +148,45 @@ TF_F16_FN __m256 load8(const std::uint16_t* p) {
   return load_f16(p);
 }
 
-// Four keys at once: four independent add chains instead of one, each doing dot's steps.
-template <class T>
-TF_F16_FN void dot4(const float* q, const T* const* k, std::int64_t n, float* out) {
-  if (n % 8 != 0) return scalar::dot4(q, k, n, out);
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+// H heads against K keys: each key row converted once for all heads, H * K independent sums,
+// each doing dot's steps.
+template <int H, int K, class T>
+TF_F16_FN void dot_heads(const float* const* q, const T* const* k, std::int64_t n, float* out) {
+  static_assert(H * K <= 8, "dot_heads keeps H * K sums in registers: at most 8");
+  if (n % 8 != 0) return scalar::dot_heads<H, K>(q, k, n, out);
+  __m256 acc[H * K];
+  for (auto& a : acc) a = _mm256_setzero_ps();
   for (std::int64_t i = 0; i < n; i += 8) {
-    const __m256 qv = _mm256_loadu_ps(q + i);
-    a0 = _mm256_add_ps(a0, _mm256_mul_ps(qv, load8(k[0] + i)));
-    a1 = _mm256_add_ps(a1, _mm256_mul_ps(qv, load8(k[1] + i)));
-    a2 = _mm256_add_ps(a2, _mm256_mul_ps(qv, load8(k[2] + i)));
-    a3 = _mm256_add_ps(a3, _mm256_mul_ps(qv, load8(k[3] + i)));
+    __m256 kv[K];
+    for (int j = 0; j < K; ++j) kv[j] = load8(k[j] + i);
+    for (int h = 0; h < H; ++h) {
+      const __m256 qv = _mm256_loadu_ps(q[h] + i);
+      for (int j = 0; j < K; ++j)
+        acc[h * K + j] = _mm256_add_ps(acc[h * K + j], _mm256_mul_ps(qv, kv[j]));
+    }
   }
-  out[0] = fold8(a0);
-  out[1] = fold8(a1);
-  out[2] = fold8(a2);
-  out[3] = fold8(a3);
+  for (int r = 0; r < H * K; ++r) out[r] = fold8(acc[r]);
 }
 
-// Four values at once: each output chunk is loaded and stored once for the four adds.
-template <class T>
-TF_F16_FN void axpy4(const float* a, const T* const* v, float* out, std::int64_t n) {
-  const __m256 v0 = _mm256_set1_ps(a[0]), v1 = _mm256_set1_ps(a[1]), v2 = _mm256_set1_ps(a[2]),
-               v3 = _mm256_set1_ps(a[3]);
+// H heads' outputs against K value rows: each value row converted once for all heads, each
+// head's chunk loaded and stored once for its K adds, which run in axpy's order.
+template <int H, int K, class T>
+TF_F16_FN void axpy_heads(const float* a, const T* const* v, float* const* out, std::int64_t n) {
+  static_assert(H * K <= 8, "axpy_heads keeps H * K weights in registers: at most 8");
+  __m256 w[H * K];
+  for (int r = 0; r < H * K; ++r) w[r] = _mm256_set1_ps(a[r]);
   std::int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    __m256 o = _mm256_loadu_ps(out + i);
-    o = _mm256_add_ps(o, _mm256_mul_ps(v0, load8(v[0] + i)));
-    o = _mm256_add_ps(o, _mm256_mul_ps(v1, load8(v[1] + i)));
-    o = _mm256_add_ps(o, _mm256_mul_ps(v2, load8(v[2] + i)));
-    o = _mm256_add_ps(o, _mm256_mul_ps(v3, load8(v[3] + i)));
-    _mm256_storeu_ps(out + i, o);
+    __m256 o[H];
+    for (int h = 0; h < H; ++h) o[h] = _mm256_loadu_ps(out[h] + i);
+    for (int j = 0; j < K; ++j) {
+      const __m256 vv = load8(v[j] + i);
+      for (int h = 0; h < H; ++h) o[h] = _mm256_add_ps(o[h], _mm256_mul_ps(w[h * K + j], vv));
+    }
+    for (int h = 0; h < H; ++h) _mm256_storeu_ps(out[h] + i, o[h]);
   }
-  for (int j = 0; j < 4; ++j) scalar::axpy(a[j], v[j] + i, out + i, n - i);
+  for (int h = 0; h < H; ++h)
+    for (int j = 0; j < K; ++j) scalar::axpy(a[h * K + j], v[j] + i, out[h] + i, n - i);
 }
 
 #undef TF_F16_FN
@@ -248,22 +256,24 @@ inline void axpy(float a, const float* v, float* out, std::int64_t n) {
   scalar::axpy(a, v, out, n);
 }
 
-/// out[j] = dot(q, k[j], n) for four keys (f32 or f16), each with dot's bits.
-template <class T>
-void dot4(const float* q, const T* const* k, std::int64_t n, float* out) {
+/// out[h * K + j] = dot(q[h], k[j], n) for H query heads and K keys (f32 or f16), each with
+/// dot's bits; H * K <= 8.
+template <int H, int K, class T>
+void dot_heads(const float* const* q, const T* const* k, std::int64_t n, float* out) {
 #if TF_KERNELS_X86
-  if (avx2_path()) return x86::dot4(q, k, n, out);
+  if (avx2_path()) return x86::dot_heads<H, K>(q, k, n, out);
 #endif
-  scalar::dot4(q, k, n, out);
+  scalar::dot_heads<H, K>(q, k, n, out);
 }
 
-/// out [n] += a[j] * v[j] [n] for j = 0..3 in turn (f32 or f16), with axpy's bits.
-template <class T>
-void axpy4(const float* a, const T* const* v, float* out, std::int64_t n) {
+/// out[h] [n] += a[h * K + j] * v[j] [n] for j = 0..K-1 in turn, for each of H heads (f32 or
+/// f16), with axpy's bits; H * K <= 8.
+template <int H, int K, class T>
+void axpy_heads(const float* a, const T* const* v, float* const* out, std::int64_t n) {
 #if TF_KERNELS_X86
-  if (avx2_path()) return x86::axpy4(a, v, out, n);
+  if (avx2_path()) return x86::axpy_heads<H, K>(a, v, out, n);
 #endif
-  scalar::axpy4(a, v, out, n);
+  scalar::axpy_heads<H, K>(a, v, out, n);
 }
 
 /// GeGLU in f16: y = f16(gelu(f16(g))) * u, with gelu 0 below -10 and the identity above 10.

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 namespace cpu = tf::kernels::cpu;
@@ -64,36 +65,56 @@ TEST_CASE("KV row kernels (f32 and f16) give the scalar kernels' bits, tails inc
     rows::axpy(-1.7f, kf.data(), o2.data(), n);
     CHECK(same_bits(o1, o2));
 
-    // Four keys or values at once: each result is the one-at-a-time kernel's, bit for bit.
-    std::vector<std::vector<float>> kfs;
+    // Several heads against several keys or values at once: each result is the one-at-a-time
+    // scalar kernel's, bit for bit, for every shape attention uses.
+    std::vector<std::vector<float>> kfs, qs;
     std::vector<std::vector<std::uint16_t>> ks;
     for (int j = 0; j < 4; ++j) {
       kfs.push_back(normal_floats(un, 2.0f, gen));
       ks.emplace_back(un);
       rows::to_f16(kfs.back().data(), ks.back().data(), n);
+      qs.push_back(normal_floats(un, 1.0f, gen));
+      rows::scale_round(qs.back().data(), 0.0625f, qs.back().data(), n);
     }
     float const* kf4[4] = {kfs[0].data(), kfs[1].data(), kfs[2].data(), kfs[3].data()};
     std::uint16_t const* k4[4] = {ks[0].data(), ks[1].data(), ks[2].data(), ks[3].data()};
-    float d4[4], f4[4];
-    rows::dot4(s1.data(), k4, n, d4);
-    rows::dot4(q.data(), kf4, n, f4);
-    for (int j = 0; j < 4; ++j) {
-      float const dj = rows::scalar::dot(s1.data(), k4[j], n);
-      float const fj = rows::scalar::dot(q.data(), kf4[j], n);
-      CHECK(std::memcmp(&d4[j], &dj, sizeof dj) == 0);
-      CHECK(std::memcmp(&f4[j], &fj, sizeof fj) == 0);
-    }
-    float const a4[4] = {0.37f, -1.1f, 0.002f, 3.5f};
-    auto p1 = normal_floats(un, 1.0f, gen);
-    auto p2 = p1, p3 = p1, p4 = p1;
-    for (int j = 0; j < 4; ++j) {
-      rows::scalar::axpy(a4[j], k4[j], p1.data(), n);
-      rows::scalar::axpy(a4[j], kf4[j], p3.data(), n);
-    }
-    rows::axpy4(a4, k4, p2.data(), n);
-    rows::axpy4(a4, kf4, p4.data(), n);
-    CHECK(same_bits(p1, p2));
-    CHECK(same_bits(p3, p4));
+    float const* q4[4] = {qs[0].data(), qs[1].data(), qs[2].data(), qs[3].data()};
+    float const a8[8] = {0.37f, -1.1f, 0.002f, 3.5f, -0.25f, 1.75f, 0.0f, -2.5f};
+    auto shape = [&](auto H, auto K) {
+      constexpr int h_n = decltype(H)::value, k_n = decltype(K)::value;
+      float d[8], f[8];
+      rows::dot_heads<h_n, k_n>(q4, k4, n, d);
+      rows::dot_heads<h_n, k_n>(q4, kf4, n, f);
+      for (int h = 0; h < h_n; ++h)
+        for (int j = 0; j < k_n; ++j) {
+          float const dj = rows::scalar::dot(q4[h], k4[j], n);
+          float const fj = rows::scalar::dot(q4[h], kf4[j], n);
+          CHECK(std::memcmp(&d[h * k_n + j], &dj, sizeof dj) == 0);
+          CHECK(std::memcmp(&f[h * k_n + j], &fj, sizeof fj) == 0);
+        }
+      std::vector<std::vector<float>> want(h_n, normal_floats(un, 1.0f, gen));
+      auto got = want, want_f = want, got_f = want;
+      float* got_p[4];
+      float* got_fp[4];
+      for (int h = 0; h < h_n; ++h) {
+        for (int j = 0; j < k_n; ++j) {
+          rows::scalar::axpy(a8[h * k_n + j], k4[j], want[h].data(), n);
+          rows::scalar::axpy(a8[h * k_n + j], kf4[j], want_f[h].data(), n);
+        }
+        got_p[h] = got[h].data();
+        got_fp[h] = got_f[h].data();
+      }
+      rows::axpy_heads<h_n, k_n>(a8, k4, got_p, n);
+      rows::axpy_heads<h_n, k_n>(a8, kf4, got_fp, n);
+      for (int h = 0; h < h_n; ++h) {
+        CHECK(same_bits(want[h], got[h]));
+        CHECK(same_bits(want_f[h], got_f[h]));
+      }
+    };
+    shape(std::integral_constant<int, 1>{}, std::integral_constant<int, 4>{});
+    shape(std::integral_constant<int, 2>{}, std::integral_constant<int, 4>{});
+    shape(std::integral_constant<int, 4>{}, std::integral_constant<int, 2>{});
+    shape(std::integral_constant<int, 4>{}, std::integral_constant<int, 1>{});
   }
 }
 
