@@ -6,12 +6,17 @@
 #include <kernels/cpu/matmul.hpp>
 #include <kernels/cpu/rows8.hpp>
 #include <kernels/cpu/thread_pool.hpp>
+#include <tf/error.hpp>
 #include <tf/model/tensor_type.hpp>
 #include <tf/model/tensor_view.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <utility>
 #include <vector>
 
 namespace tf::families::cpu_ops {
@@ -72,6 +77,28 @@ inline void matmul(thread_pool& pool, matrix const& w, float const* x, float* y,
   p.b = n_tok;
   p.layout = w.layout;
   kernels::cpu::matmul(p, pool);
+}
+
+/// y_i = x w_i^T for matrices that read the same input x [n_tok, cols], in one pass over the pool
+/// when n_tok is 1 (each y_i as matmul gives it).
+inline void matmul_group(thread_pool& pool,
+                         std::initializer_list<std::pair<matrix const&, float*>> ws, float const* x,
+                         std::int64_t n_tok) {
+  std::array<kernels::cpu::matmul_params, 4> ps{};
+  std::size_t n = 0;
+  for (auto const& [w, y] : ws) {
+    if (n == ps.size()) throw error("tf: matmul_group takes at most {} matrices", ps.size());
+    auto& p = ps[n++];
+    p.w_type = w.type;
+    p.w = w.data;
+    p.x = x;
+    p.y = y;
+    p.n = w.rows;
+    p.k = w.cols;
+    p.b = n_tok;
+    p.layout = w.layout;
+  }
+  kernels::cpu::matvec_group(std::span(ps.data(), n), pool);
 }
 
 /// out = x * rsqrt(mean(x^2) + eps) * w over n elements (w already holds any +1 shift).

@@ -139,9 +139,8 @@ class gemma3_forward {
     per_token(n, [&](std::int64_t t) {
       detail::rmsnorm(x_.data() + t * h, L.attn_norm.data(), xn_.data() + t * h, h, eps);
     });
-    detail::matmul(*pool_, L.q, xn_.data(), q_.data(), n);
-    detail::matmul(*pool_, L.k, xn_.data(), kk_.data(), n);
-    detail::matmul(*pool_, L.v, xn_.data(), vv_.data(), n);
+    detail::matmul_group(*pool_, {{L.q, q_.data()}, {L.k, kk_.data()}, {L.v, vv_.data()}},
+                         xn_.data(), n);
 
     // Per-head q/k norms, RoPE, then K/V into the pages.
     per_token(n, [&](std::int64_t t) {
@@ -172,8 +171,7 @@ class gemma3_forward {
       for (std::int64_t i = 0; i < h; ++i) x[i] += o[i];
       detail::rmsnorm(x, L.ffn_norm.data(), o, h, eps);
     });
-    detail::matmul(*pool_, L.gate, xn_.data(), g_.data(), n);
-    detail::matmul(*pool_, L.up, xn_.data(), u_.data(), n);
+    detail::matmul_group(*pool_, {{L.gate, g_.data()}, {L.up, u_.data()}}, xn_.data(), n);
     geglu(n, ff);
     detail::matmul(*pool_, L.down, g_.data(), xn_.data(), n);
     per_token(n, [&](std::int64_t t) {

@@ -86,9 +86,8 @@ class glm4_forward {
 
     for (std::int64_t t = 0; t < n; ++t)
       detail::rmsnorm(x_.data() + t * h, L.attn_norm.data(), xn_.data() + t * h, h, eps);
-    detail::matmul(*pool_, L.q, xn_.data(), q_.data(), n);
-    detail::matmul(*pool_, L.k, xn_.data(), kk_.data(), n);
-    detail::matmul(*pool_, L.v, xn_.data(), vv_.data(), n);
+    detail::matmul_group(*pool_, {{L.q, q_.data()}, {L.k, kk_.data()}, {L.v, vv_.data()}},
+                         xn_.data(), n);
     add_bias(q_.data(), L.q_bias, n, q_dim);
     add_bias(kk_.data(), L.k_bias, n, kv_dim);
     add_bias(vv_.data(), L.v_bias, n, kv_dim);
@@ -122,8 +121,7 @@ class glm4_forward {
               detail::silu(gu_[static_cast<std::size_t>(t * 2 * ff + i)]) *
               gu_[static_cast<std::size_t>(t * 2 * ff + ff + i)];
     } else {
-      detail::matmul(*pool_, L.gate, xn_.data(), g_.data(), n);
-      detail::matmul(*pool_, L.up, xn_.data(), u_.data(), n);
+      detail::matmul_group(*pool_, {{L.gate, g_.data()}, {L.up, u_.data()}}, xn_.data(), n);
       for (std::int64_t i = 0; i < n * ff; ++i)
         g_[static_cast<std::size_t>(i)] =
             detail::silu(g_[static_cast<std::size_t>(i)]) * u_[static_cast<std::size_t>(i)];

@@ -147,8 +147,7 @@ class glm4_moe_forward {
     std::int64_t const ff = gate.rows;
     g_.resize(static_cast<std::size_t>(n * ff));
     u_.resize(g_.size());
-    detail::matmul(*pool_, gate, xn, g_.data(), n);
-    detail::matmul(*pool_, up, xn, u_.data(), n);
+    detail::matmul_group(*pool_, {{gate, g_.data()}, {up, u_.data()}}, xn, n);
     for (std::int64_t i = 0; i < n * ff; ++i)
       g_[static_cast<std::size_t>(i)] =
           detail::silu(g_[static_cast<std::size_t>(i)]) * u_[static_cast<std::size_t>(i)];

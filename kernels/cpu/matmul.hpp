@@ -13,8 +13,10 @@
 #include <tf/model/tensor_type.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <vector>
 
 namespace tf::kernels::cpu {
@@ -403,20 +405,48 @@ inline void quantize_activations(tf::model::tensor_type t, const float* x, std::
   for (std::int64_t r = 0; r < b; ++r) quantize_activation_row(t, x + r * k, k, dst + r * rb, path);
 }
 
-/// y = x W^T on `pool`, over weight rows in static chunks, with the dot routines of `path`.
-/// Throws tf::error if k is not a whole number of blocks or a pointer is missing.
-inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default_isa()) {
+namespace detail {
+
+// Bytes of the one activation row (type, path)'s matvec reads: block_q8_0c rows on the VNNI _0
+// path, else the type's activation format.
+inline std::int64_t matvec_act_bytes(tf::model::tensor_type t, std::int64_t k, isa path) {
+  return unsigned_q8_0_act(t, path) ? k / qk32 * static_cast<std::int64_t>(sizeof(block_q8_0c))
+                                    : act_row_bytes(t, k);
+}
+
+// x [k] quantized into dst in the form of matvec_act_bytes.
+inline void quantize_matvec_act(tf::model::tensor_type t, const float* x, std::int64_t k,
+                                std::uint8_t* dst, isa path) {
+#if TF_KERNELS_X86
+  if (unsigned_q8_0_act(t, path))
+    return avx2::quantize_row_q8_0c(x, reinterpret_cast<block_q8_0c*>(dst), k, unsigned_q_shift(t));
+#endif
+  quantize_activation_row(t, x, k, dst, path);
+}
+
+// p.w and p.y checked, k a whole number of blocks.
+inline void check_params(const matmul_params& p) {
   const auto tr = tf::model::traits_of(p.w_type);
   if (p.n < 0 || p.b < 0 || p.k <= 0 || p.k % tr.block_elems != 0)
     throw tf::error(
         "tf::kernels::cpu::matmul: k={} is not a whole number of {}-element {} "
         "blocks (n={}, b={})",
         p.k, tr.block_elems, tr.name, p.n, p.b);
-  if (p.n == 0 || p.b == 0) return;
-  if (!p.w || !p.x || !p.y) throw tf::error("tf::kernels::cpu::matmul: null w, x or y");
+  if (p.n > 0 && p.b > 0 && (!p.w || !p.x || !p.y))
+    throw tf::error("tf::kernels::cpu::matmul: null w, x or y");
   if (p.layout == weight_layout::rows8 && !rows8_fits(p.w_type, p.n, p.k))
     throw tf::error("tf::kernels::cpu::matmul: a [{}, {}] {} matrix cannot be in rows8", p.n, p.k,
                     tr.name);
+}
+
+}  // namespace detail
+
+/// y = x W^T on `pool`, over weight rows in static chunks, with the dot routines of `path`.
+/// Throws tf::error if k is not a whole number of blocks or a pointer is missing.
+inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default_isa()) {
+  detail::check_params(p);
+  if (p.n == 0 || p.b == 0) return;
+  const auto tr = tf::model::traits_of(p.w_type);
   const detail::dot_fn dot = detail::dot_for(p.w_type, path);
   const bool float_act = act_format_of(p.w_type) == act_format::f32;
   const bool unsigned_act = detail::unsigned_q8_0_act(p.w_type, path);
@@ -445,11 +475,9 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
     auto quantize = [&](std::int64_t r) {
       const float* x = p.x + r * p.k;
       std::uint8_t* d = dst + r * arb;
-      if (!unsigned_act) return quantize_activation_row(p.w_type, x, p.k, d, path);
+      if (!unsigned_act || corrected_act)
+        return detail::quantize_matvec_act(p.w_type, x, p.k, d, path);
 #if TF_KERNELS_X86
-      if (corrected_act)
-        return avx2::quantize_row_q8_0c(x, reinterpret_cast<block_q8_0c*>(d), p.k,
-                                        detail::unsigned_q_shift(p.w_type));
       avx2::quantize_row_q8_0u(x, reinterpret_cast<block_q8_0u*>(d), p.k);
 #endif
     };
@@ -533,6 +561,77 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
       const std::int64_t e = std::min(end, r + 64);
       rows8_to_rows(w8, dot_n, r / 8, e / 8, buf);
       run_rows(reinterpret_cast<const std::uint8_t*>(buf), r, e);
+    }
+  });
+}
+
+/// y_i = x W_i^T for up to four matrices that read the same one activation row (b = 1, row
+/// order, as a layer's q/k/v or gate/up in decode), in one pass over the pool: one hand-off for
+/// all of them, and the row quantized once per weight type. Each y_i has the bits matmul(ps[i])
+/// gives; anything else (several rows, rows8, one thread) runs matmul on each in turn.
+inline void matvec_group(std::span<const matmul_params> ps, thread_pool& pool,
+                         isa path = default_isa()) {
+  for (const auto& p : ps) detail::check_params(p);
+  auto fusable = [&] {
+    if (pool.size() == 1 || ps.size() < 2 || ps.size() > 4) return false;
+    for (const auto& p : ps)
+      if (p.b != 1 || p.n <= 0 || p.layout != weight_layout::rows || p.x != ps[0].x ||
+          p.k != ps[0].k || act_format_of(p.w_type) == act_format::f32 ||
+          !detail::matvec_for(p.w_type, path))
+        return false;
+    return true;
+  };
+  if (!fusable()) {
+    for (const auto& p : ps) matmul(p, pool, path);
+    return;
+  }
+  struct member {
+    detail::matvec_fn mv;
+    const std::uint8_t* w;
+    std::int64_t wrb, n, dot_n, first;
+    const std::uint8_t* xq;
+    float* y;
+  };
+  std::array<member, 4> m{};
+  const std::size_t count = ps.size();
+  // One 64-byte aligned activation row per member; a member whose type came before shares it.
+  thread_local std::vector<std::uint8_t> scratch;
+  std::int64_t need = 64;
+  for (const auto& p : ps) need += (detail::matvec_act_bytes(p.w_type, p.k, path) + 63) / 64 * 64;
+  if (scratch.size() < static_cast<std::size_t>(need))
+    scratch.resize(static_cast<std::size_t>(need));
+  std::uint8_t* at =
+      scratch.data() + (64 - reinterpret_cast<std::uintptr_t>(scratch.data()) % 64) % 64;
+  std::int64_t rows = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto& p = ps[i];
+    const std::uint8_t* xq = nullptr;
+    for (std::size_t j = 0; j < i && !xq; ++j)
+      if (ps[j].w_type == p.w_type) xq = m[j].xq;
+    if (!xq) {
+      detail::quantize_matvec_act(p.w_type, p.x, p.k, at, path);
+      xq = at;
+      at += (detail::matvec_act_bytes(p.w_type, p.k, path) + 63) / 64 * 64;
+    }
+    const auto tr = tf::model::traits_of(p.w_type);
+    m[i] = {
+        detail::matvec_for(p.w_type, path),
+        static_cast<const std::uint8_t*>(p.w),
+        static_cast<std::int64_t>(tf::model::row_bytes(p.w_type, static_cast<std::uint64_t>(p.k))),
+        p.n,
+        p.k / tr.block_elems,
+        rows,
+        xq,
+        p.y};
+    rows += p.n;
+  }
+  // The members' rows end to end, in static chunks; a chunk runs its part of each member.
+  pool.parallel_for(rows, [&](std::int64_t begin, std::int64_t end) {
+    for (std::size_t i = 0; i < count; ++i) {
+      const member& e = m[i];
+      const std::int64_t b = std::max(begin, e.first), f = std::min(end, e.first + e.n);
+      if (b < f)
+        e.mv(e.w + (b - e.first) * e.wrb, e.wrb, f - b, e.xq, e.dot_n, e.y + (b - e.first));
     }
   });
 }

@@ -187,6 +187,46 @@ TEST_CASE("matmul is bit-identical across thread counts and batch sizes", "[matm
   }
 }
 
+TEST_CASE("matvec_group gives each matrix matmul's bits, in one pass or one by one", "[matmul]") {
+  // Mixes like a layer's q/k/v (two types, one shared) and gate/up, with odd row counts so the
+  // static chunks cut through members; b = 2 and rows8 fall back to matmul per member.
+  const std::int64_t k = 512;
+  const std::vector<std::vector<tensor_type>> groups = {
+      {tensor_type::q5_0, tensor_type::q5_0, tensor_type::q8_0},
+      {tensor_type::q4_k, tensor_type::q6_k},
+      {tensor_type::q5_0, tensor_type::q4_0, tensor_type::q8_0, tensor_type::q5_0},
+      {tensor_type::f16, tensor_type::q8_0}};
+  for (auto const& types : groups)
+    for (auto path : paths())
+      for (std::int64_t b : {1, 2}) {
+        std::mt19937 gen(static_cast<unsigned>(types.size() * 7 + b));
+        const auto x = random_x(b, k, gen);
+        std::vector<std::vector<std::uint8_t>> ws;
+        std::vector<std::vector<float>> want, got;
+        std::vector<std::int64_t> ns;
+        for (std::size_t i = 0; i < types.size(); ++i) {
+          ns.push_back(37 + 24 * static_cast<std::int64_t>(i));
+          ws.push_back(random_weights(types[i], ns.back(), k, gen));
+          want.push_back(run(types[i], ws.back(), x.data(), ns.back(), k, b, 1, path));
+        }
+        for (int threads : {1, 2, 3}) {
+          cpu::thread_pool pool(threads);
+          std::vector<cpu::matmul_params> ps;
+          got.assign(types.size(), {});
+          for (std::size_t i = 0; i < types.size(); ++i) {
+            got[i].assign(static_cast<std::size_t>(b * ns[i]), -1.0f);
+            ps.push_back({types[i], ws[i].data(), x.data(), got[i].data(), ns[i], k, b});
+          }
+          cpu::matvec_group(ps, pool, path);
+          for (std::size_t i = 0; i < types.size(); ++i) CHECK(got[i] == want[i]);
+        }
+      }
+  cpu::thread_pool pool(2);
+  std::vector<float> y(8);
+  std::vector<cpu::matmul_params> bad{{tensor_type::q8_0, y.data(), y.data(), y.data(), 8, 30, 1}};
+  CHECK_THROWS_WITH(cpu::matvec_group(bad, pool), Catch::Contains("whole number"));
+}
+
 TEST_CASE("the AVX2 and AVX-512 paths give the same bits for every type", "[matmul]") {
   if (cpu::detected_isa() < cpu::isa::avx512) {
     SUCCEED("SKIP: this CPU has no AVX-512 VNNI path to compare");
