@@ -407,6 +407,14 @@ inline void quantize_activations(tf::model::tensor_type t, const float* x, std::
 
 namespace detail {
 
+// `bytes` of buf from a 64-byte boundary, buf grown to hold them: a vector load split across two
+// cache lines costs the hot loops.
+inline std::uint8_t* aligned_scratch(std::vector<std::uint8_t>& buf, std::int64_t bytes) {
+  if (buf.size() < static_cast<std::size_t>(bytes + 64))
+    buf.resize(static_cast<std::size_t>(bytes + 64));
+  return buf.data() + (64 - reinterpret_cast<std::uintptr_t>(buf.data()) % 64) % 64;
+}
+
 // Bytes of the one activation row (type, path)'s matvec reads: block_q8_0c rows on the VNNI _0
 // path, else the type's activation format.
 inline std::int64_t matvec_act_bytes(tf::model::tensor_type t, std::int64_t k, isa path) {
@@ -467,11 +475,7 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   thread_local std::vector<std::uint8_t> scratch;
   const std::uint8_t* xq = reinterpret_cast<const std::uint8_t*>(p.x);
   if (!float_act) {
-    // 64-byte aligned: a vector load split across two cache lines costs the hot loops.
-    if (scratch.size() < static_cast<std::size_t>(arb * p.b + 64))
-      scratch.resize(static_cast<std::size_t>(arb * p.b + 64));
-    std::uint8_t* dst =
-        scratch.data() + (64 - reinterpret_cast<std::uintptr_t>(scratch.data()) % 64) % 64;
+    std::uint8_t* dst = detail::aligned_scratch(scratch, arb * p.b);
     auto quantize = [&](std::int64_t r) {
       const float* x = p.x + r * p.k;
       std::uint8_t* d = dst + r * arb;
@@ -552,11 +556,9 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
 #endif
   // Other paths: 64 rows at a time back into row order, then the row-major kernels.
   over_rows(8, [&](std::int64_t begin, std::int64_t end) {
-    thread_local std::vector<block_q8_0> rows_back;
-    rows_back.resize(static_cast<std::size_t>(64 * dot_n + 2));
-    auto* buf = reinterpret_cast<block_q8_0*>(
-        reinterpret_cast<std::uint8_t*>(rows_back.data()) +
-        (64 - reinterpret_cast<std::uintptr_t>(rows_back.data()) % 64) % 64);
+    thread_local std::vector<std::uint8_t> rows_back;
+    auto* buf = reinterpret_cast<block_q8_0*>(detail::aligned_scratch(
+        rows_back, 64 * dot_n * static_cast<std::int64_t>(sizeof(block_q8_0))));
     for (std::int64_t r = begin; r < end; r += 64) {
       const std::int64_t e = std::min(end, r + 64);
       rows8_to_rows(w8, dot_n, r / 8, e / 8, buf);
@@ -596,12 +598,9 @@ inline void matvec_group(std::span<const matmul_params> ps, thread_pool& pool,
   const std::size_t count = ps.size();
   // One 64-byte aligned activation row per member; a member whose type came before shares it.
   thread_local std::vector<std::uint8_t> scratch;
-  std::int64_t need = 64;
+  std::int64_t need = 0;
   for (const auto& p : ps) need += (detail::matvec_act_bytes(p.w_type, p.k, path) + 63) / 64 * 64;
-  if (scratch.size() < static_cast<std::size_t>(need))
-    scratch.resize(static_cast<std::size_t>(need));
-  std::uint8_t* at =
-      scratch.data() + (64 - reinterpret_cast<std::uintptr_t>(scratch.data()) % 64) % 64;
+  std::uint8_t* at = detail::aligned_scratch(scratch, need);
   std::int64_t rows = 0;
   for (std::size_t i = 0; i < count; ++i) {
     const auto& p = ps[i];
