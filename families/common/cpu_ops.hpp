@@ -64,9 +64,9 @@ matrix in_rows8(File const& file, model::tensor_view const& t, matrix m) {
   return m;
 }
 
-/// y[t, r] = sum_c W[r, c] * x[t, c] for t < n_tok; x is [n_tok, cols], y is [n_tok, rows].
-inline void matmul(thread_pool& pool, matrix const& w, float const* x, float* y,
-                   std::int64_t n_tok) {
+/// The kernel's parameters for y = x w^T over n_tok rows of x.
+inline kernels::cpu::matmul_params matmul_params_of(matrix const& w, float const* x, float* y,
+                                                    std::int64_t n_tok) {
   kernels::cpu::matmul_params p;
   p.w_type = w.type;
   p.w = w.data;
@@ -76,7 +76,13 @@ inline void matmul(thread_pool& pool, matrix const& w, float const* x, float* y,
   p.k = w.cols;
   p.b = n_tok;
   p.layout = w.layout;
-  kernels::cpu::matmul(p, pool);
+  return p;
+}
+
+/// y[t, r] = sum_c W[r, c] * x[t, c] for t < n_tok; x is [n_tok, cols], y is [n_tok, rows].
+inline void matmul(thread_pool& pool, matrix const& w, float const* x, float* y,
+                   std::int64_t n_tok) {
+  kernels::cpu::matmul(matmul_params_of(w, x, y, n_tok), pool);
 }
 
 /// y_i = x w_i^T for matrices that read the same input x [n_tok, cols], in one pass over the pool
@@ -88,15 +94,7 @@ inline void matmul_group(thread_pool& pool,
   std::size_t n = 0;
   for (auto const& [w, y] : ws) {
     if (n == ps.size()) throw error("tf: matmul_group takes at most {} matrices", ps.size());
-    auto& p = ps[n++];
-    p.w_type = w.type;
-    p.w = w.data;
-    p.x = x;
-    p.y = y;
-    p.n = w.rows;
-    p.k = w.cols;
-    p.b = n_tok;
-    p.layout = w.layout;
+    ps[n++] = matmul_params_of(w, x, y, n_tok);
   }
   kernels::cpu::matvec_group(std::span(ps.data(), n), pool);
 }
