@@ -6,6 +6,7 @@
 #include <kernels/cpu/matmul.hpp>
 #include <kernels/cpu/rows8.hpp>
 #include <kernels/cpu/thread_pool.hpp>
+#include <kernels/cpu/vec_math.hpp>
 #include <tf/error.hpp>
 #include <tf/model/tensor_type.hpp>
 #include <tf/model/tensor_view.hpp>
@@ -101,8 +102,7 @@ inline void matmul_group(thread_pool& pool,
 
 /// out = x * rsqrt(mean(x^2) + eps) * w over n elements (w already holds any +1 shift).
 inline void rmsnorm(float const* x, float const* w, float* out, std::int64_t n, float eps) {
-  double ss = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  double const ss = kernels::cpu::vec_math::sum_squares(x, n);
   float const inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
   for (std::int64_t i = 0; i < n; ++i) out[i] = (x[i] * inv) * w[i];
 }

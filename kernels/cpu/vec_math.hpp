@@ -27,6 +27,16 @@ inline double sum_exp(const float* x, std::int64_t n, float shift) {
   return s;
 }
 
+// sum_i x[i]^2 in double: element i into partial i % 16 (each product exact in double), the
+// partials folded pairwise.
+inline double sum_squares(const float* x, std::int64_t n) {
+  double p[16] = {};
+  for (std::int64_t i = 0; i < n; ++i) p[i % 16] += static_cast<double>(x[i]) * x[i];
+  for (int w = 8; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) p[j] += p[j + w];
+  return p[0];
+}
+
 inline void softcap(float* x, std::int64_t n, float cap) {
   for (std::int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i] / cap) * cap;
 }
@@ -117,6 +127,25 @@ TF_VM_FN double sum_exp(const float* x, std::int64_t n, float shift) {
   return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + scalar::sum_exp(x + i, n - i, shift);
 }
 
+// scalar::sum_squares's partials in four registers of four, so the same bits: a double product
+// of two floats is exact, so the fma rounds only the add.
+TF_VM_FN double sum_squares(const float* x, std::int64_t n) {
+  __m256d a[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
+                  _mm256_setzero_pd()};
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int r = 0; r < 4; ++r) {
+      const __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4 * r));
+      a[r] = _mm256_fmadd_pd(v, v, a[r]);
+    }
+  alignas(32) double p[16];
+  for (int r = 0; r < 4; ++r) _mm256_store_pd(p + 4 * r, a[r]);
+  for (std::int64_t j = 0; i < n; ++i, ++j) p[j] += static_cast<double>(x[i]) * x[i];
+  for (int w = 8; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) p[j] += p[j + w];
+  return p[0];
+}
+
 TF_VM_FN void softcap(float* x, std::int64_t n, float cap) {
   const __m256 c = _mm256_set1_ps(cap);
   std::int64_t i = 0;
@@ -161,6 +190,14 @@ inline double sum_exp(const float* x, std::int64_t n, float shift) {
   if (avx2_path()) return x86::sum_exp(x, n, shift);
 #endif
   return scalar::sum_exp(x, n, shift);
+}
+
+/// sum_i x[i]^2 in double, in a fixed order of sixteen partials (the same bits on every path).
+inline double sum_squares(const float* x, std::int64_t n) {
+#if TF_KERNELS_X86
+  if (avx2_path()) return x86::sum_squares(x, n);
+#endif
+  return scalar::sum_squares(x, n);
 }
 
 /// x [n] = tanh(x / cap) * cap, in place.

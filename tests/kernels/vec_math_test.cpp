@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -33,6 +34,21 @@ TEST_CASE("sum_exp is within 1e-6 relative of the double-precision sum") {
     double const got = vm::sum_exp(x.data(), static_cast<std::int64_t>(n), mx);
     INFO("n = " << n);
     CHECK(std::fabs(got - want) <= 1e-6 * want);
+  }
+}
+
+TEST_CASE("sum_squares has the scalar partials' bits on every path and is within 1e-15 of exact") {
+  for (std::size_t n : {1u, 15u, 16u, 17u, 256u, 640u, 2047u}) {
+    auto x = spread(n, -30.0f, 30.0f, static_cast<std::uint32_t>(n) + 7);
+    x[0] = 1e-20f;
+    auto const len = static_cast<std::int64_t>(n);
+    double const want = vm::scalar::sum_squares(x.data(), len);
+    double const got = vm::sum_squares(x.data(), len);
+    INFO("n = " << n);
+    CHECK(std::memcmp(&want, &got, sizeof got) == 0);
+    long double exact = 0;
+    for (float v : x) exact += static_cast<long double>(v) * v;
+    CHECK(std::fabs(static_cast<double>(exact) - got) <= 1e-15 * static_cast<double>(exact));
   }
 }
 
