@@ -6,6 +6,7 @@
 #include <families/common/cpu_ops.hpp>
 #include <families/common/forward_rows.hpp>
 #include <kernels/cpu/kv_rows.hpp>
+#include <kernels/cpu/vec_math.hpp>
 #include <tf/error.hpp>
 
 #include <algorithm>
@@ -237,20 +238,17 @@ class paged_kv {
         // Softmax per head; then the probabilities, rounded to f16 with an f16 cache.
         for (int g = 0; g < G; ++g) {
           float* sg = scores.data() + g * nk;
-          float mx = -std::numeric_limits<float>::infinity();
-          for (std::int64_t i = 0; i < nk; ++i) mx = std::max(mx, sg[i]);
+          float const mx = kernels::cpu::vec_math::max_of(sg, nk);
           double z = 0.0;
           for (std::int64_t i = 0; i < nk; ++i) {
             sg[i] = std::exp(sg[i] - mx);
             z += sg[i];
           }
           float const inv = static_cast<float>(1.0 / z);
-          for (std::int64_t i = 0; i < nk; ++i) {
-            float const pj = sg[i] * inv;
-            if constexpr (std::is_same_v<T, float>)
-              sg[i] = pj;
-            else
-              sg[i] = rows::scalar::round_f16(pj);
+          if constexpr (std::is_same_v<T, float>) {
+            for (std::int64_t i = 0; i < nk; ++i) sg[i] *= inv;
+          } else {
+            rows::scale_round(sg, inv, sg, nk);
           }
           std::fill_n(out[g], hd, 0.0f);
         }
