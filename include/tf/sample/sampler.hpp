@@ -79,16 +79,13 @@ class sampler {
       throw error("tf: sample() got {} logits, more than an int32 token id can name", n);
     sample_result out;
     bool const want_logprob = params_.logprobs || params_.top_logprobs > 0;
-    if (want_logprob) model_logprobs(logits, out);
+    // Greedy and nothing to adjust: the logits as they are, without a copy.
+    bool const as_is = params_.temperature == 0.0f && !penalised(history);
+    float const mx = want_logprob || as_is ? finite_max(logits) : 0.0f;
+    if (want_logprob) model_logprobs(logits, mx, out);
 
-    if (params_.temperature == 0.0f && !penalised(history)) {
-      // Greedy and nothing to adjust: the logits as they are, without a copy.
-      if (!want_logprob) {
-        float const mx =
-            kernels::cpu::vec_math::max_of(logits.data(), static_cast<std::int64_t>(n));
-        if (!std::isfinite(mx)) throw error("tf: sample() got no finite logit (max {})", mx);
-      }
-      out.token = argmax(logits);
+    if (as_is) {
+      out.token = argmax(logits, mx);
     } else {
       work_.assign(logits.begin(), logits.end());
       apply_penalties(history, n);
@@ -100,12 +97,17 @@ class sampler {
   }
 
  private:
-  // Log-sum-exp of the raw logits, and the top alternatives (the model's own distribution, as
-  // OpenAI-style APIs report it).
-  void model_logprobs(std::span<float const> logits, sample_result& out) {
+  // The largest logit; throws when it is not finite.
+  static float finite_max(std::span<float const> logits) {
     float const mx =
         kernels::cpu::vec_math::max_of(logits.data(), static_cast<std::int64_t>(logits.size()));
     if (!std::isfinite(mx)) throw error("tf: sample() got no finite logit (max {})", mx);
+    return mx;
+  }
+
+  // Log-sum-exp of the raw logits (mx their largest), and the top alternatives (the model's own
+  // distribution, as OpenAI-style APIs report it).
+  void model_logprobs(std::span<float const> logits, float mx, sample_result& out) {
     double const s = kernels::cpu::vec_math::sum_exp(logits.data(),
                                                      static_cast<std::int64_t>(logits.size()), mx);
     lse_ = mx + std::log(s);
@@ -148,8 +150,13 @@ class sampler {
   // The first index of the largest value (a tie goes to the lower index; NaNs never win, and
   // a NaN at index 0 stays the answer as no value compares greater than it).
   static std::int32_t argmax(std::span<float const> v) {
+    if (v.empty()) return 0;
+    return argmax(v, kernels::cpu::vec_math::max_of(v.data(), static_cast<std::int64_t>(v.size())));
+  }
+
+  // argmax with the largest value mx already known.
+  static std::int32_t argmax(std::span<float const> v, float mx) {
     if (v.empty() || std::isnan(v[0])) return 0;
-    float const mx = kernels::cpu::vec_math::max_of(v.data(), static_cast<std::int64_t>(v.size()));
     std::size_t i = 0;
     while (i < v.size() && !(v[i] == mx)) ++i;
     return i < v.size() ? static_cast<std::int32_t>(i) : 0;
