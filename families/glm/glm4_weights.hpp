@@ -58,8 +58,8 @@ glm4_weights bind_weights(File const& file, glm4_hparams const& hp, name_style s
   glm4_weights w;
   w.hp = hp;
   w.embd = b.head(tensor_role::token_embd, hp.vocab_size, h);
-  w.output =
-      b.find(tensor_role::output, 0, true) ? b.head(tensor_role::output, hp.vocab_size, h) : w.embd;
+  auto const* out = b.find(tensor_role::output, 0, true);
+  w.output = out ? b.head_of(out, hp.vocab_size, h) : w.embd;  // tied: the embedding
   w.output_norm = b.vec(tensor_role::output_norm, 0, h);
   for (int i = 0; i < hp.num_layers; ++i) {
     glm4_layer_weights l;

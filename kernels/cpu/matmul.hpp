@@ -598,8 +598,12 @@ inline void matvec_group(std::span<const matmul_params> ps, thread_pool& pool,
   const std::size_t count = ps.size();
   // One 64-byte aligned activation row per member; a member whose type came before shares it.
   thread_local std::vector<std::uint8_t> scratch;
+  std::array<std::int64_t, 4> act_bytes{};  // each member's row, rounded up to whole lines
   std::int64_t need = 0;
-  for (const auto& p : ps) need += (detail::matvec_act_bytes(p.w_type, p.k, path) + 63) / 64 * 64;
+  for (std::size_t i = 0; i < count; ++i) {
+    act_bytes[i] = (detail::matvec_act_bytes(ps[i].w_type, ps[i].k, path) + 63) / 64 * 64;
+    need += act_bytes[i];
+  }
   std::uint8_t* at = detail::aligned_scratch(scratch, need);
   std::int64_t rows = 0;
   for (std::size_t i = 0; i < count; ++i) {
@@ -610,7 +614,7 @@ inline void matvec_group(std::span<const matmul_params> ps, thread_pool& pool,
     if (!xq) {
       detail::quantize_matvec_act(p.w_type, p.x, p.k, at, path);
       xq = at;
-      at += (detail::matvec_act_bytes(p.w_type, p.k, path) + 63) / 64 * 64;
+      at += act_bytes[i];
     }
     const auto tr = tf::model::traits_of(p.w_type);
     m[i] = {
