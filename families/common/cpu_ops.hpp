@@ -100,33 +100,34 @@ inline void matmul_group(thread_pool& pool,
   kernels::cpu::matvec_group(std::span(ps.data(), n), pool);
 }
 
-/// out = x * rsqrt(mean(x^2) + eps) * w over n elements (w already holds any +1 shift).
+/// out = x * rsqrt(mean(x^2) + eps) * w over n elements (w already holds any +1 shift). The mean
+/// is rounded to f32 and the scale taken in f32, as llama.cpp's CPU path does.
 inline void rmsnorm(float const* x, float const* w, float* out, std::int64_t n, float eps) {
   double const ss = kernels::cpu::vec_math::sum_squares(x, n);
-  float const inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+  float const mean = static_cast<float>(ss / static_cast<double>(n));
+  float const inv = 1.0f / std::sqrt(mean + eps);
   for (std::int64_t i = 0; i < n; ++i) out[i] = (x[i] * inv) * w[i];
 }
 
-/// cos (c [dim/2]) and sin (s [dim/2]) of NeoX RoPE's angles pos * theta^(-2i / dim).
-inline void rope_neox_angles(double pos, double theta, std::int64_t dim, float* c, float* s) {
+/// cos (c [dim/2]) and sin (s [dim/2]) of NeoX RoPE's angles freq_scale * pos * theta^(-2i / dim),
+/// in f32 with each frequency the previous one times theta^(-2 / dim), as llama.cpp's CPU path
+/// computes them (its cosines and sines, bit for bit).
+inline void rope_neox_angles(double pos, double theta, std::int64_t dim, float* c, float* s,
+                             float freq_scale = 1.0f) {
   std::int64_t const half = dim / 2;
+  float const step = std::pow(static_cast<float>(theta), -2.0f / static_cast<float>(dim));
+  float a = static_cast<float>(pos);
   for (std::int64_t i = 0; i < half; ++i) {
-    double const inv_freq =
-        std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(dim));
-    double const a = pos * inv_freq;
-    c[i] = static_cast<float>(std::cos(a));
-    s[i] = static_cast<float>(std::sin(a));
+    float const t = freq_scale * a;
+    c[i] = std::cos(t);
+    s[i] = std::sin(t);
+    a *= step;
   }
 }
 
 /// NeoX RoPE in place on one head of `dim` floats, pairs (i, i + dim/2), by precomputed angles.
 inline void rope_neox_apply(float* x, std::int64_t dim, float const* c, float const* s) {
-  std::int64_t const half = dim / 2;
-  for (std::int64_t i = 0; i < half; ++i) {
-    float const x0 = x[i], x1 = x[i + half];
-    x[i] = x0 * c[i] - x1 * s[i];
-    x[i + half] = x1 * c[i] + x0 * s[i];
-  }
+  kernels::cpu::vec_math::rope_rotate(x, dim / 2, c, s);
 }
 
 /// NeoX RoPE in place on one head of `dim` floats: pairs (i, i + dim/2).
@@ -137,10 +138,11 @@ inline void rope_neox(float* x, std::int64_t dim, double pos, double theta) {
   rope_neox_apply(x, dim, cs.data(), cs.data() + dim / 2);
 }
 
-/// gelu with the tanh approximation (PyTorch's "gelu_pytorch_tanh").
+/// gelu with the tanh approximation (PyTorch's "gelu_pytorch_tanh"), its f32 steps as llama.cpp's
+/// compiled CPU code rounds them (1 + 0.044715 x^2 in one fma).
 inline float gelu_tanh(float x) {
   constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
-  return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+  return 0.5f * x * (1.0f + std::tanh(k * x * std::fma(0.044715f * x, x, 1.0f)));
 }
 
 }  // namespace tf::families::cpu_ops

@@ -5,6 +5,7 @@
 /// batch or the thread count.
 #include <families/common/cpu_ops.hpp>
 #include <families/common/forward_rows.hpp>
+#include <kernels/cpu/attention_f16.hpp>
 #include <kernels/cpu/kv_rows.hpp>
 #include <kernels/cpu/vec_math.hpp>
 #include <tf/error.hpp>
@@ -152,7 +153,7 @@ class paged_kv {
     if (kv_.dtype == kv_dtype::f32)
       attention(pool, n, num_heads, q, out, k_[l].data(), v_[l].data(), scale, window);
     else
-      attention(pool, n, num_heads, q, out, k16_[l].data(), v16_[l].data(), scale, window);
+      attention_f16(pool, n, num_heads, q, out, k16_[l].data(), v16_[l].data(), scale, window);
   }
 
  private:
@@ -163,6 +164,46 @@ class paged_kv {
     std::size_t const slot = static_cast<std::size_t>(pos % kv_.page_tokens);
     return static_cast<std::size_t>(page) * page_floats_ +
            slot * static_cast<std::size_t>(kv_heads_ * head_dim_);
+  }
+
+  // f16 KV as llama.cpp's CPU path computes it, bit for bit while a stream's positions are its
+  // cache cells: q and the probabilities rounded to f16, scores and outputs in its f16 dot order
+  // (a key's place in the sums set by its position), its exp, its 8-key softmax chunks. A work
+  // item is one token's query head.
+  void attention_f16(kernels::cpu::thread_pool& pool, std::int64_t n, std::int64_t nh,
+                     float const* q, float* att, std::uint16_t const* K, std::uint16_t const* V,
+                     float scale, std::int32_t window) const {
+    namespace af = kernels::cpu::attention_f16;
+    constexpr std::int32_t slots = af::key_slots;
+    std::int64_t const hd = head_dim_, q_dim = hd * nh, group = nh / kv_heads_;
+    pool.parallel_for(n * nh, [&](std::int64_t w0, std::int64_t w1) {
+      thread_local std::vector<float> scores, qs, acc;
+      qs.resize(static_cast<std::size_t>(hd));
+      acc.resize(static_cast<std::size_t>(slots * hd));
+      for (std::int64_t w = w0; w < w1; ++w) {
+        std::int64_t const t = w / nh, h = w % nh, kvh = h / group;
+        std::int32_t const p = pos_[static_cast<std::size_t>(t)];
+        std::int32_t const lo = window > 0 ? std::max(0, p - window + 1) : 0;
+        // Whole 32-key cycles around lo..p; the keys outside get no weight.
+        std::int32_t const a0 = lo - lo % slots, a1 = (p + slots) / slots * slots;
+        auto row = [&](std::uint16_t const* base, std::int32_t j) {
+          return base + kv_at(static_cast<std::size_t>(t), j) + kvh * hd;
+        };
+        kernels::cpu::kv_rows::scale_round(q + t * q_dim + h * hd, scale, qs.data(), hd);
+        scores.assign(static_cast<std::size_t>(a1 - a0), -std::numeric_limits<float>::infinity());
+        for (std::int32_t j = lo; j <= p; ++j)
+          scores[static_cast<std::size_t>(j - a0)] = af::dot(qs.data(), row(K, j), hd);
+        float const mx = kernels::cpu::vec_math::max_of(scores.data(), a1 - a0);
+        float const inv = static_cast<float>(1.0 / af::exp_chunks(scores.data(), a1 - a0, mx));
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (std::int32_t j = lo; j <= p; ++j) {
+          float const pj =
+              kernels::cpu::kv_rows::scalar::round_f16(scores[static_cast<std::size_t>(j - a0)] * inv);
+          af::add_to_slot(acc.data() + (j % slots) * hd, row(V, j), pj, hd);
+        }
+        af::fold_slots(acc.data(), att + t * q_dim + h * hd, hd);
+      }
+    });
   }
 
   // T is float (f32 KV) or std::uint16_t (f16 KV, where q and the probabilities are rounded to

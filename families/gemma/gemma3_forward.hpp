@@ -87,12 +87,12 @@ class gemma3_forward {
     std::int64_t const hd = hp.head_dim;
     for (int kind = 0; kind < 2; ++kind) {
       double const theta = kind == 0 ? hp.rope_theta_local : hp.rope_theta_global;
-      double const pos_scale = kind == 0 ? 1.0 : 1.0 / static_cast<double>(hp.rope_scaling_factor);
+      float const freq_scale = kind == 0 ? 1.0f : 1.0f / hp.rope_scaling_factor;
       auto& cs = rope_cs_[kind];
       cs.resize(static_cast<std::size_t>(n * hd));
       for (std::int64_t t = 0; t < n; ++t) {
-        double const pos = static_cast<double>(kv_.position(t)) * pos_scale;
-        detail::rope_neox_angles(pos, theta, hd, cs.data() + t * hd, cs.data() + t * hd + hd / 2);
+        detail::rope_neox_angles(static_cast<double>(kv_.position(t)), theta, hd, cs.data() + t * hd,
+                                 cs.data() + t * hd + hd / 2, freq_scale);
       }
     }
   }

@@ -27,14 +27,25 @@ inline double sum_exp(const float* x, std::int64_t n, float shift) {
   return s;
 }
 
-// sum_i x[i]^2 in double: element i into partial i % 16 (each product exact in double), the
-// partials folded pairwise.
+// sum_i x[i]^2 in double, each square rounded to f32 first as llama.cpp's RMSNorm does: element i
+// into partial i % 16, the partials folded pairwise (the sequential sum's bits while the double
+// partials stay exact, as they do unless the squares span more than 2^29).
 inline double sum_squares(const float* x, std::int64_t n) {
   double p[16] = {};
-  for (std::int64_t i = 0; i < n; ++i) p[i % 16] += static_cast<double>(x[i]) * x[i];
+  for (std::int64_t i = 0; i < n; ++i) p[i % 16] += static_cast<double>(x[i] * x[i]);
   for (int w = 8; w >= 1; w /= 2)
     for (int j = 0; j < w; ++j) p[j] += p[j + w];
   return p[0];
+}
+
+// x[i] = x0 c - x1 s and x[i + half] = x0 s + x1 c, each with one fma as llama.cpp's compiled
+// RoPE rounds them.
+inline void rope_rotate(float* x, std::int64_t half, const float* c, const float* s) {
+  for (std::int64_t i = 0; i < half; ++i) {
+    float const x0 = x[i], x1 = x[i + half];
+    x[i] = std::fma(x0, c[i], -(x1 * s[i]));
+    x[i + half] = std::fma(x0, s[i], x1 * c[i]);
+  }
 }
 
 inline void softcap(float* x, std::int64_t n, float cap) {
@@ -127,23 +138,37 @@ TF_VM_FN double sum_exp(const float* x, std::int64_t n, float shift) {
   return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + scalar::sum_exp(x + i, n - i, shift);
 }
 
-// scalar::sum_squares's partials in four registers of four, so the same bits: a double product
-// of two floats is exact, so the fma rounds only the add.
+// scalar::sum_squares's partials in four registers of four, so the same bits.
 TF_VM_FN double sum_squares(const float* x, std::int64_t n) {
   __m256d a[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
                   _mm256_setzero_pd()};
   std::int64_t i = 0;
   for (; i + 16 <= n; i += 16)
     for (int r = 0; r < 4; ++r) {
-      const __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4 * r));
-      a[r] = _mm256_fmadd_pd(v, v, a[r]);
+      const __m128 v = _mm_loadu_ps(x + i + 4 * r);
+      a[r] = _mm256_add_pd(a[r], _mm256_cvtps_pd(_mm_mul_ps(v, v)));
     }
   alignas(32) double p[16];
   for (int r = 0; r < 4; ++r) _mm256_store_pd(p + 4 * r, a[r]);
-  for (std::int64_t j = 0; i < n; ++i, ++j) p[j] += static_cast<double>(x[i]) * x[i];
+  for (std::int64_t j = 0; i < n; ++i, ++j) p[j] += static_cast<double>(x[i] * x[i]);
   for (int w = 8; w >= 1; w /= 2)
     for (int j = 0; j < w; ++j) p[j] += p[j + w];
   return p[0];
+}
+
+TF_VM_FN void rope_rotate(float* x, std::int64_t half, const float* c, const float* s) {
+  std::int64_t i = 0;
+  for (; i + 8 <= half; i += 8) {
+    const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + half);
+    const __m256 cv = _mm256_loadu_ps(c + i), sv = _mm256_loadu_ps(s + i);
+    _mm256_storeu_ps(x + i, _mm256_fmsub_ps(x0, cv, _mm256_mul_ps(x1, sv)));
+    _mm256_storeu_ps(x + i + half, _mm256_fmadd_ps(x0, sv, _mm256_mul_ps(x1, cv)));
+  }
+  for (; i < half; ++i) {
+    float const x0 = x[i], x1 = x[i + half];
+    x[i] = std::fma(x0, c[i], -(x1 * s[i]));
+    x[i + half] = std::fma(x0, s[i], x1 * c[i]);
+  }
 }
 
 TF_VM_FN void softcap(float* x, std::int64_t n, float cap) {
@@ -192,12 +217,21 @@ inline double sum_exp(const float* x, std::int64_t n, float shift) {
   return scalar::sum_exp(x, n, shift);
 }
 
-/// sum_i x[i]^2 in double, in a fixed order of sixteen partials (the same bits on every path).
+/// sum_i x[i]^2 in double, each square rounded to f32, in a fixed order of sixteen partials (the
+/// same bits on every path).
 inline double sum_squares(const float* x, std::int64_t n) {
 #if TF_KERNELS_X86
   if (avx2_path()) return x86::sum_squares(x, n);
 #endif
   return scalar::sum_squares(x, n);
+}
+
+/// NeoX RoPE's rotation of one head in place: pairs (i, i + half) by cos c [half] and sin s [half].
+inline void rope_rotate(float* x, std::int64_t half, const float* c, const float* s) {
+#if TF_KERNELS_X86
+  if (avx2_path()) return x86::rope_rotate(x, half, c, s);
+#endif
+  scalar::rope_rotate(x, half, c, s);
 }
 
 /// x [n] = tanh(x / cap) * cap, in place.

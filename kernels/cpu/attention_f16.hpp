@@ -1,0 +1,235 @@
+#pragma once
+/// The steps of attention over an f16 KV cache in llama.cpp's CPU order, so that tf's scores,
+/// probabilities and outputs carry its bits: q . k and p . v summed as ggml's f16 dot sums them
+/// (four 8-lane fma accumulators over 32-element steps, folded in its tree), and the softmax's
+/// exp by its range reduction and polynomial, summed in 8-key chunks. Keys sit in 32-key slots by
+/// their position, as the cache's cells do there.
+#include <kernels/cpu/cpu_features.hpp>
+#include <kernels/cpu/quant_blocks.hpp>
+#include <kernels/cpu/vec_dot_x86.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+namespace tf::kernels::cpu::attention_f16 {
+
+/// Keys per slot cycle: key j adds into slot j % key_slots.
+inline constexpr int key_slots = 32;
+
+namespace scalar {
+
+// e^x: x = n ln2 + b by a rounding shift, e^b by a degree-5 polynomial, 2^n by exponent bits;
+// |n| > 126 scales in two steps and |n| > 192 saturates (to 0 or inf).
+inline float exp(float x) {
+  constexpr float shift = 0x1.8p23f;
+  float const z = std::fma(x, 0x1.715476p+0f, shift);
+  float const n = z - shift;
+  float const b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+  std::uint32_t const e = std::bit_cast<std::uint32_t>(z) << 23;
+  float const k = std::bit_cast<float>(e + std::bit_cast<std::uint32_t>(1.0f));
+  float const u = b * b;
+  float const j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                                    std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                           u, 0x1.ffffecp-1f * b);
+  if (!(std::fabs(n) > 126.0f)) return std::fma(k, j, k);
+  std::uint32_t const g = n <= 0.0f ? 0x82000000u : 0u;
+  float const s1 = std::bit_cast<float>(g + 0x7f000000u);
+  float const s2 = std::bit_cast<float>(e - g);
+  if (std::fabs(n) > 192.0f) return s1 * s1;
+  return std::fma(s2, j, s2) * s1;
+}
+
+// ((x0 + x4) + (x2 + x6)) + ((x1 + x5) + (x3 + x7))
+inline float sum8(const float* x) {
+  float const v0 = x[0] + x[4], v1 = x[1] + x[5], v2 = x[2] + x[6], v3 = x[3] + x[7];
+  return (v0 + v2) + (v1 + v3);
+}
+
+// The fold of the four 8-lane accumulators a[k * 8 + l]: lanes (a0 + a2) + (a1 + a3), then the
+// halves added, then pairs.
+inline float fold32(const float* a) {
+  float s[8];
+  for (int l = 0; l < 8; ++l) s[l] = (a[l] + a[16 + l]) + (a[8 + l] + a[24 + l]);
+  float const t0 = s[0] + s[4], t1 = s[1] + s[5], t2 = s[2] + s[6], t3 = s[3] + s[7];
+  return (t0 + t1) + (t2 + t3);
+}
+
+inline float dot(const float* q, const std::uint16_t* k, std::int64_t n) {
+  float a[32] = {};
+  std::int64_t const whole = n - n % 32;
+  for (std::int64_t i = 0; i < whole; i += 32)
+    for (int s = 0; s < 32; ++s) a[s] = std::fma(fp16_to_fp32(k[i + s]), q[i + s], a[s]);
+  double sum = fold32(a);
+  for (std::int64_t i = whole; i < n; ++i) sum += static_cast<double>(fp16_to_fp32(k[i]) * q[i]);
+  return static_cast<float>(sum);
+}
+
+inline double exp_chunks(float* x, std::int64_t n, float mx) {
+  double sum = 0.0;
+  for (std::int64_t i = 0; i < n; i += 8) {
+    for (int l = 0; l < 8; ++l) x[i + l] = exp(x[i + l] - mx);
+    sum += static_cast<double>(sum8(x + i));
+  }
+  return sum;
+}
+
+inline void add_to_slot(float* slot, const std::uint16_t* v, float p, std::int64_t n) {
+  for (std::int64_t d = 0; d < n; ++d) slot[d] = std::fma(fp16_to_fp32(v[d]), p, slot[d]);
+}
+
+inline void fold_slots(const float* slots, float* out, std::int64_t n) {
+  float a[32];
+  for (std::int64_t d = 0; d < n; ++d) {
+    for (int s = 0; s < 32; ++s) a[s] = slots[s * n + d];
+    out[d] = fold32(a);
+  }
+}
+
+}  // namespace scalar
+
+#if TF_KERNELS_X86
+namespace x86 {
+
+#define TF_AF16_FN __attribute__((target("avx2,fma,f16c"))) inline
+
+TF_AF16_FN __m256 load_f16(const std::uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+TF_AF16_FN __m256 exp8(__m256 x) {
+  const __m256 shift = _mm256_set1_ps(0x1.8p23f);
+  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), shift);
+  const __m256 n = _mm256_sub_ps(z, shift);
+  const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                    _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+  const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
+  const __m256 k =
+      _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1.0f))));
+  const __m256 abs_n = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+  const __m256 big = _mm256_cmp_ps(abs_n, _mm256_set1_ps(126.0f), _CMP_GT_OQ);
+  const __m256 u = _mm256_mul_ps(b, b);
+  const __m256 j = _mm256_fmadd_ps(
+      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b,
+                                      _mm256_set1_ps(0x1.573e2ep-5f)),
+                      u,
+                      _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b,
+                                      _mm256_set1_ps(0x1.fffdb6p-2f))),
+      u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
+  const __m256 near = _mm256_fmadd_ps(k, j, k);
+  if (!_mm256_movemask_ps(big)) return near;
+  const __m256i g = _mm256_and_si256(
+      _mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
+      _mm256_set1_epi32(static_cast<int>(0x82000000u)));
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
+  const __m256 huge = _mm256_cmp_ps(abs_n, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+  const __m256 scaled = _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1);
+  const __m256 r = _mm256_blendv_ps(near, scaled, big);
+  return _mm256_blendv_ps(r, _mm256_mul_ps(s1, s1), huge);
+}
+
+TF_AF16_FN float sum8(__m256 x) {
+  __m128 v = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+  v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+  v = _mm_add_ss(v, _mm_movehdup_ps(v));
+  return _mm_cvtss_f32(v);
+}
+
+TF_AF16_FN __m256 fold32_lanes(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  return _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
+}
+
+TF_AF16_FN float fold32(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  const __m256 s = fold32_lanes(a0, a1, a2, a3);
+  const __m128 t = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  const __m128 h = _mm_hadd_ps(t, t);
+  return _mm_cvtss_f32(_mm_hadd_ps(h, h));
+}
+
+TF_AF16_FN float dot(const float* q, const std::uint16_t* k, std::int64_t n) {
+  __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                 _mm256_setzero_ps()};
+  std::int64_t const whole = n - n % 32;
+  for (std::int64_t i = 0; i < whole; i += 32)
+    for (int s = 0; s < 4; ++s)
+      a[s] = _mm256_fmadd_ps(load_f16(k + i + 8 * s), _mm256_loadu_ps(q + i + 8 * s), a[s]);
+  double sum = fold32(a[0], a[1], a[2], a[3]);
+  for (std::int64_t i = whole; i < n; ++i) sum += static_cast<double>(fp16_to_fp32(k[i]) * q[i]);
+  return static_cast<float>(sum);
+}
+
+TF_AF16_FN double exp_chunks(float* x, std::int64_t n, float mx) {
+  const __m256 m = _mm256_set1_ps(mx);
+  double sum = 0.0;
+  for (std::int64_t i = 0; i < n; i += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+    _mm256_storeu_ps(x + i, e);
+    sum += static_cast<double>(sum8(e));
+  }
+  return sum;
+}
+
+TF_AF16_FN void add_to_slot(float* slot, const std::uint16_t* v, float p, std::int64_t n) {
+  const __m256 vp = _mm256_set1_ps(p);
+  std::int64_t d = 0;
+  for (; d + 8 <= n; d += 8)
+    _mm256_storeu_ps(slot + d, _mm256_fmadd_ps(load_f16(v + d), vp, _mm256_loadu_ps(slot + d)));
+  scalar::add_to_slot(slot + d, v + d, p, n - d);
+}
+
+TF_AF16_FN void fold_slots(const float* slots, float* out, std::int64_t n) {
+  std::int64_t d = 0;
+  for (; d + 8 <= n; d += 8) {
+    // Lane l of accumulator a holds slot 8a + l; the fold runs per output element.
+    __m256 s[8];
+    for (int l = 0; l < 8; ++l) {
+      const float* at = slots + l * n + d;
+      s[l] = fold32_lanes(_mm256_loadu_ps(at), _mm256_loadu_ps(at + 8 * n),
+                          _mm256_loadu_ps(at + 16 * n), _mm256_loadu_ps(at + 24 * n));
+    }
+    const __m256 t0 = _mm256_add_ps(s[0], s[4]), t1 = _mm256_add_ps(s[1], s[5]);
+    const __m256 t2 = _mm256_add_ps(s[2], s[6]), t3 = _mm256_add_ps(s[3], s[7]);
+    _mm256_storeu_ps(out + d, _mm256_add_ps(_mm256_add_ps(t0, t1), _mm256_add_ps(t2, t3)));
+  }
+  scalar::fold_slots(slots + d, out + d, n - d);
+}
+
+#undef TF_AF16_FN
+
+}  // namespace x86
+#endif
+
+/// q [n] . k [n] (f16) in ggml's f16 dot order; q holds f16-rounded values.
+inline float dot(const float* q, const std::uint16_t* k, std::int64_t n) {
+#if TF_KERNELS_X86
+  if (avx2_path()) return x86::dot(q, k, n);
+#endif
+  return scalar::dot(q, k, n);
+}
+
+/// x [n] = e^(x - mx) in place, n a multiple of 8; returns their sum, 8-key chunks in double.
+inline double exp_chunks(float* x, std::int64_t n, float mx) {
+#if TF_KERNELS_X86
+  if (avx2_path()) return x86::exp_chunks(x, n, mx);
+#endif
+  return scalar::exp_chunks(x, n, mx);
+}
+
+/// slot [n] += v [n] * p, fused per element.
+inline void add_to_slot(float* slot, const std::uint16_t* v, float p, std::int64_t n) {
+#if TF_KERNELS_X86
+  if (avx2_path()) return x86::add_to_slot(slot, v, p, n);
+#endif
+  scalar::add_to_slot(slot, v, p, n);
+}
+
+/// out [n] = the fold of the key_slots rows of slots [key_slots, n], per element.
+inline void fold_slots(const float* slots, float* out, std::int64_t n) {
+#if TF_KERNELS_X86
+  if (avx2_path()) return x86::fold_slots(slots, out, n);
+#endif
+  scalar::fold_slots(slots, out, n);
+}
+
+}  // namespace tf::kernels::cpu::attention_f16
