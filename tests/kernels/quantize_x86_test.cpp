@@ -41,8 +41,8 @@ std::vector<float> tricky_rows(std::int64_t n, std::mt19937& gen) {
 }
 
 #if TF_KERNELS_X86
-__attribute__((target("avx2,fma,f16c"))) void lround_eight(const float* v, int* out) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), cpu::avx2::lround8(_mm256_loadu_ps(v)));
+__attribute__((target("avx2,fma,f16c"))) void round_eight(const float* v, int* out) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), cpu::avx2::round8(_mm256_loadu_ps(v)));
 }
 #endif
 
@@ -51,6 +51,28 @@ bool have_avx2() {
 }
 
 }  // namespace
+
+TEST_CASE("Q8_K quantization takes llama.cpp's signed maximum: d = m / -127, first of equals") {
+  std::vector<float> x(256, 0.25f);
+  x[5] = 3.0f;
+  x[9] = -3.0f;  // as large, later: m is x[5]
+  x[11] = 1.5f;
+  cpu::block_q8_k b{};
+  cpu::quantize_row_q8_k(x.data(), &b, 256);
+  CHECK(b.d == 1.0f / (-127.0f / 3.0f));
+  CHECK(b.qs[5] == -127);
+  CHECK(b.qs[9] == 127);
+  CHECK(b.qs[11] == static_cast<int>(std::nearbyint(-127.0f / 3.0f * 1.5f)));
+  CHECK(b.bsums[0] == [&] {
+    int s = 0;
+    for (int j = 0; j < 16; ++j) s += b.qs[j];
+    return s;
+  }());
+  std::vector<float> zero(256, 0.0f);
+  cpu::quantize_row_q8_k(zero.data(), &b, 256);
+  CHECK(b.d == 0.0f);
+  CHECK(b.bsums[3] == 0);
+}
 
 #if TF_KERNELS_X86
 TEST_CASE("AVX2 Q8_0 quantization writes the scalar quantizer's bytes") {
@@ -136,15 +158,18 @@ TEST_CASE("AVX2 Q8_K quantization writes the scalar quantizer's bytes, bsums inc
   }
 }
 
-TEST_CASE("lround8 rounds halves away from zero, as std::lround") {
+TEST_CASE("round8 rounds halves to even, as std::nearbyint (and llama.cpp's quantizers)") {
   if (!have_avx2()) {
     SUCCEED("SKIP: this CPU has no AVX2");
     return;
   }
   float v[8] = {0.5f, -0.5f, 1.5f, -2.5f, 0.49999997f, -126.5f, 3.0f, -0.0f};
   int got[8];
-  lround_eight(v, got);
-  for (int i = 0; i < 8; ++i) CHECK(got[i] == std::lround(v[i]));
+  round_eight(v, got);
+  for (int i = 0; i < 8; ++i) CHECK(got[i] == static_cast<int>(std::nearbyint(v[i])));
+  CHECK(got[0] == 0);
+  CHECK(got[2] == 2);
+  CHECK(got[3] == -2);
 }
 #else
 TEST_CASE("AVX2 quantizers: not built on this architecture") {
