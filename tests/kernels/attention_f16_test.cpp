@@ -1,0 +1,128 @@
+// kernels/cpu/attention_f16.hpp: llama.cpp's f16 attention steps, the same bits on every path.
+#include <kernels/cpu/attention_f16.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace cpu = tf::kernels::cpu;
+namespace af = tf::kernels::cpu::attention_f16;
+
+namespace {
+
+std::vector<std::uint16_t> random_f16(std::size_t n, std::mt19937& gen) {
+  std::normal_distribution<float> d(0.0f, 1.5f);
+  std::vector<std::uint16_t> v(n);
+  for (auto& x : v) x = cpu::fp32_to_fp16(d(gen));
+  return v;
+}
+
+std::vector<float> random_f32(std::size_t n, std::mt19937& gen) {
+  std::normal_distribution<float> d(0.0f, 1.5f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = cpu::fp16_to_fp32(cpu::fp32_to_fp16(d(gen)));
+  return v;
+}
+
+bool same_bits(float a, float b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+bool have_x86() {
+  return cpu::default_isa() != cpu::isa::portable;
+}
+
+}  // namespace
+
+TEST_CASE("exp is within 2 ulp of std::exp, 0 at -inf, and the same bits on every path") {
+  std::vector<float> x;
+  for (float v = -104.0f; v < 88.0f; v += 0.0137f) x.push_back(v);
+  std::size_t const at_inf = x.size();
+  x.push_back(-std::numeric_limits<float>::infinity());
+  x.push_back(-90.0f);  // |n| > 126: the two-step scaling, into the subnormals
+  x.push_back(-200.0f);  // |n| > 192: saturates to 0
+  while (x.size() % 8) x.push_back(0.0f);
+  std::vector<float> s(x), v(x);
+  double const ss = af::scalar::exp_chunks(s.data(), static_cast<std::int64_t>(s.size()), 0.0f);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    double const want = std::exp(static_cast<double>(x[i]));
+    INFO("x = " << x[i]);
+    if (want > 1e-37) CHECK(std::fabs(s[i] - want) <= 2.5e-7 * want);
+  }
+  CHECK(s[at_inf] == 0.0f);
+  CHECK(std::fabs(s[at_inf + 1] - std::exp(-90.0)) <= 1e-3 * std::exp(-90.0));
+  CHECK(s[at_inf + 2] == 0.0f);
+#if TF_KERNELS_X86
+  if (have_x86()) {
+    double const vs = af::x86::exp_chunks(v.data(), static_cast<std::int64_t>(v.size()), 0.0f);
+    CHECK(std::memcmp(&ss, &vs, sizeof ss) == 0);
+    for (std::size_t i = 0; i < x.size(); ++i) CHECK(same_bits(s[i], v[i]));
+  }
+#endif
+}
+
+TEST_CASE("dot sums in ggml's f16 order: four 8-lane fma accumulators, then its fold") {
+  std::mt19937 gen(11);
+  for (std::int64_t n : {32, 256, 40}) {
+    auto const k = random_f16(static_cast<std::size_t>(n), gen);
+    auto const q = random_f32(static_cast<std::size_t>(n), gen);
+    // The order written out: slot s of each 32-element step, then ((a0 + a2) + (a1 + a3)) per
+    // lane, lanes l + (l + 4), then pairs; a tail (n % 32) added in double.
+    float a[32] = {};
+    std::int64_t const whole = n - n % 32;
+    for (std::int64_t i = 0; i < whole; ++i) {
+      auto const s = static_cast<std::size_t>(i % 32);
+      a[s] = std::fma(cpu::fp16_to_fp32(k[static_cast<std::size_t>(i)]),
+                      q[static_cast<std::size_t>(i)], a[s]);
+    }
+    float l[8];
+    for (int j = 0; j < 8; ++j) l[j] = (a[j] + a[16 + j]) + (a[8 + j] + a[24 + j]);
+    double want = ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+    for (std::int64_t i = whole; i < n; ++i)
+      want += static_cast<double>(cpu::fp16_to_fp32(k[static_cast<std::size_t>(i)]) *
+                                  q[static_cast<std::size_t>(i)]);
+    INFO("n = " << n);
+    CHECK(same_bits(af::scalar::dot(q.data(), k.data(), n), static_cast<float>(want)));
+    CHECK(same_bits(af::dot(q.data(), k.data(), n), static_cast<float>(want)));
+  }
+}
+
+TEST_CASE("slots and their fold give a key-ordered dot over 32-key cycles, on every path") {
+  std::mt19937 gen(5);
+  std::int64_t const hd = 24, keys = 70;  // hd not a multiple of 8: the scalar tail runs too
+  std::vector<std::vector<std::uint16_t>> v;
+  std::vector<float> p;
+  for (std::int64_t j = 0; j < keys; ++j) {
+    v.push_back(random_f16(static_cast<std::size_t>(hd), gen));
+    p.push_back(std::fabs(random_f32(1, gen)[0]) / 8.0f);
+  }
+  std::vector<float> slots(static_cast<std::size_t>(af::key_slots * hd), 0.0f);
+  std::vector<float> slots_s(slots);
+  for (std::int64_t j = 0; j < keys; ++j) {
+    auto const at = static_cast<std::size_t>((j % af::key_slots) * hd);
+    af::add_to_slot(slots.data() + at, v[static_cast<std::size_t>(j)].data(),
+                    p[static_cast<std::size_t>(j)], hd);
+    af::scalar::add_to_slot(slots_s.data() + at, v[static_cast<std::size_t>(j)].data(),
+                            p[static_cast<std::size_t>(j)], hd);
+  }
+  std::vector<float> out(static_cast<std::size_t>(hd)), out_s(out);
+  af::fold_slots(slots.data(), out.data(), hd);
+  af::scalar::fold_slots(slots_s.data(), out_s.data(), hd);
+  for (std::int64_t d = 0; d < hd; ++d) {
+    // The same sum as dot over the keys (zero-padded to a whole cycle) of column d.
+    std::vector<std::uint16_t> col(96, 0);
+    std::vector<float> pp(96, 0.0f);
+    for (std::int64_t j = 0; j < keys; ++j) {
+      col[static_cast<std::size_t>(j)] = v[static_cast<std::size_t>(j)][static_cast<std::size_t>(d)];
+      pp[static_cast<std::size_t>(j)] = p[static_cast<std::size_t>(j)];
+    }
+    INFO("d = " << d);
+    CHECK(same_bits(out[static_cast<std::size_t>(d)], af::scalar::dot(pp.data(), col.data(), 96)));
+    CHECK(same_bits(out[static_cast<std::size_t>(d)], out_s[static_cast<std::size_t>(d)]));
+  }
+}
