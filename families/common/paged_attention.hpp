@@ -197,8 +197,8 @@ class paged_kv {
         float const inv = static_cast<float>(1.0 / af::exp_chunks(scores.data(), a1 - a0, mx));
         std::fill(acc.begin(), acc.end(), 0.0f);
         for (std::int32_t j = lo; j <= p; ++j) {
-          float const pj =
-              kernels::cpu::kv_rows::scalar::round_f16(scores[static_cast<std::size_t>(j - a0)] * inv);
+          float const pj = kernels::cpu::kv_rows::scalar::round_f16(
+              scores[static_cast<std::size_t>(j - a0)] * inv);
           af::add_to_slot(acc.data() + (j % slots) * hd, row(V, j), pj, hd);
         }
         af::fold_slots(acc.data(), att + t * q_dim + h * hd, hd);

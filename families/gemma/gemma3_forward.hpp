@@ -91,8 +91,8 @@ class gemma3_forward {
       auto& cs = rope_cs_[kind];
       cs.resize(static_cast<std::size_t>(n * hd));
       for (std::int64_t t = 0; t < n; ++t) {
-        detail::rope_neox_angles(static_cast<double>(kv_.position(t)), theta, hd, cs.data() + t * hd,
-                                 cs.data() + t * hd + hd / 2, freq_scale);
+        detail::rope_neox_angles(static_cast<double>(kv_.position(t)), theta, hd,
+                                 cs.data() + t * hd, cs.data() + t * hd + hd / 2, freq_scale);
       }
     }
   }

@@ -110,17 +110,15 @@ TF_AF16_FN __m256 exp8(__m256 x) {
   const __m256 big = _mm256_cmp_ps(abs_n, _mm256_set1_ps(126.0f), _CMP_GT_OQ);
   const __m256 u = _mm256_mul_ps(b, b);
   const __m256 j = _mm256_fmadd_ps(
-      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b,
-                                      _mm256_set1_ps(0x1.573e2ep-5f)),
-                      u,
-                      _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b,
-                                      _mm256_set1_ps(0x1.fffdb6p-2f))),
+      _mm256_fmadd_ps(
+          _mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+          _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
       u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
   const __m256 near = _mm256_fmadd_ps(k, j, k);
   if (!_mm256_movemask_ps(big)) return near;
-  const __m256i g = _mm256_and_si256(
-      _mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
-      _mm256_set1_epi32(static_cast<int>(0x82000000u)));
+  const __m256i g =
+      _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
+                       _mm256_set1_epi32(static_cast<int>(0x82000000u)));
   const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
   const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
   const __m256 huge = _mm256_cmp_ps(abs_n, _mm256_set1_ps(192.0f), _CMP_GT_OQ);

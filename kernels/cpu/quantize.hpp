@@ -17,7 +17,8 @@ inline void quantize_row_q8_0(const float* x, block_q8_0* y, std::int64_t n) {
     const float d = amax / 127.0f;
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     y[i].d = fp32_to_fp16(d);
-    for (int j = 0; j < qk32; ++j) y[i].qs[j] = static_cast<std::int8_t>(std::nearbyint(xb[j] * id));
+    for (int j = 0; j < qk32; ++j)
+      y[i].qs[j] = static_cast<std::int8_t>(std::nearbyint(xb[j] * id));
   }
 }
 

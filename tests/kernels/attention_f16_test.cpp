@@ -44,7 +44,7 @@ TEST_CASE("exp is within 2 ulp of std::exp, 0 at -inf, and the same bits on ever
   for (float v = -104.0f; v < 88.0f; v += 0.0137f) x.push_back(v);
   std::size_t const at_inf = x.size();
   x.push_back(-std::numeric_limits<float>::infinity());
-  x.push_back(-90.0f);  // |n| > 126: the two-step scaling, into the subnormals
+  x.push_back(-90.0f);   // |n| > 126: the two-step scaling, into the subnormals
   x.push_back(-200.0f);  // |n| > 192: saturates to 0
   while (x.size() % 8) x.push_back(0.0f);
   std::vector<float> s(x), v(x);
@@ -118,7 +118,8 @@ TEST_CASE("slots and their fold give a key-ordered dot over 32-key cycles, on ev
     std::vector<std::uint16_t> col(96, 0);
     std::vector<float> pp(96, 0.0f);
     for (std::int64_t j = 0; j < keys; ++j) {
-      col[static_cast<std::size_t>(j)] = v[static_cast<std::size_t>(j)][static_cast<std::size_t>(d)];
+      col[static_cast<std::size_t>(j)] =
+          v[static_cast<std::size_t>(j)][static_cast<std::size_t>(d)];
       pp[static_cast<std::size_t>(j)] = p[static_cast<std::size_t>(j)];
     }
     INFO("d = " << d);
