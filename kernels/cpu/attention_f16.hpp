@@ -5,6 +5,7 @@
 /// exp by its range reduction and polynomial, summed in 8-key chunks. Keys sit in 32-key slots by
 /// their position, as the cache's cells do there.
 #include <kernels/cpu/cpu_features.hpp>
+#include <kernels/cpu/kv_rows.hpp>
 #include <kernels/cpu/quant_blocks.hpp>
 #include <kernels/cpu/vec_dot_x86.hpp>
 
@@ -93,9 +94,7 @@ namespace x86 {
 
 #define TF_AF16_FN __attribute__((target("avx2,fma,f16c"))) inline
 
-TF_AF16_FN __m256 load_f16(const std::uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
+using kv_rows::x86::load_f16;
 
 TF_AF16_FN __m256 exp8(__m256 x) {
   const __m256 shift = _mm256_set1_ps(0x1.8p23f);
