@@ -169,39 +169,74 @@ class paged_kv {
   // f16 KV as llama.cpp's CPU path computes it, bit for bit while a stream's positions are its
   // cache cells: q and the probabilities rounded to f16, scores and outputs in its f16 dot order
   // (a key's place in the sums set by its position), its exp, its 8-key softmax chunks. A work
-  // item is one token's query head.
+  // item is one token's G query heads of one KV head (G as in attention), so each K row is
+  // converted once for the G; every head's sums are the same for every G.
   void attention_f16(kernels::cpu::thread_pool& pool, std::int64_t n, std::int64_t nh,
                      float const* q, float* att, std::uint16_t const* K, std::uint16_t const* V,
                      float scale, std::int32_t window) const {
+    std::int64_t const group = nh / kv_heads_;
+    auto items = [&](std::int64_t g) { return n * kv_heads_ * (group / g); };
+    if (group % 4 == 0 && items(4) >= pool.size())
+      return attention_f16_in<4>(pool, n, nh, q, att, K, V, scale, window);
+    if (group % 2 == 0 && items(2) >= pool.size())
+      return attention_f16_in<2>(pool, n, nh, q, att, K, V, scale, window);
+    attention_f16_in<1>(pool, n, nh, q, att, K, V, scale, window);
+  }
+
+  template <int G>
+  void attention_f16_in(kernels::cpu::thread_pool& pool, std::int64_t n, std::int64_t nh,
+                        float const* q, float* att, std::uint16_t const* K, std::uint16_t const* V,
+                        float scale, std::int32_t window) const {
     namespace af = kernels::cpu::attention_f16;
+    namespace rows = kernels::cpu::kv_rows;
     constexpr std::int32_t slots = af::key_slots;
+    constexpr std::int32_t ahead = 8;  // keys between a row's prefetch and its use
     std::int64_t const hd = head_dim_, q_dim = hd * nh, group = nh / kv_heads_;
-    pool.parallel_for(n * nh, [&](std::int64_t w0, std::int64_t w1) {
-      thread_local std::vector<float> scores, qs, acc;
-      qs.resize(static_cast<std::size_t>(hd));
-      acc.resize(static_cast<std::size_t>(slots * hd));
+    std::int64_t const per_kv = group / G;
+    pool.parallel_for(n * kv_heads_ * per_kv, [&](std::int64_t w0, std::int64_t w1) {
+      thread_local std::vector<float> scores, qs, probs;
+      thread_local std::vector<std::uint16_t const*> vrows;
+      qs.resize(static_cast<std::size_t>(G * hd));
       for (std::int64_t w = w0; w < w1; ++w) {
-        std::int64_t const t = w / nh, h = w % nh, kvh = h / group;
+        std::int64_t const t = w / (kv_heads_ * per_kv), kvh = w / per_kv % kv_heads_;
+        std::int64_t const h0 = kvh * group + w % per_kv * G;
         std::int32_t const p = pos_[static_cast<std::size_t>(t)];
         std::int32_t const lo = window > 0 ? std::max(0, p - window + 1) : 0;
         // Whole 32-key cycles around lo..p; the keys outside get no weight.
         std::int32_t const a0 = lo - lo % slots, a1 = (p + slots) / slots * slots;
+        std::int64_t const span = a1 - a0;
         auto row = [&](std::uint16_t const* base, std::int32_t j) {
           return base + kv_at(static_cast<std::size_t>(t), j) + kvh * hd;
         };
-        kernels::cpu::kv_rows::scale_round(q + t * q_dim + h * hd, scale, qs.data(), hd);
-        scores.assign(static_cast<std::size_t>(a1 - a0), -std::numeric_limits<float>::infinity());
-        for (std::int32_t j = lo; j <= p; ++j)
-          scores[static_cast<std::size_t>(j - a0)] = af::dot(qs.data(), row(K, j), hd);
-        float const mx = kernels::cpu::vec_math::max_of(scores.data(), a1 - a0);
-        float const inv = static_cast<float>(1.0 / af::exp_chunks(scores.data(), a1 - a0, mx));
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (std::int32_t j = lo; j <= p; ++j) {
-          float const pj = kernels::cpu::kv_rows::scalar::round_f16(
-              scores[static_cast<std::size_t>(j - a0)] * inv);
-          af::add_to_slot(acc.data() + (j % slots) * hd, row(V, j), pj, hd);
+        float const* qg[G];
+        for (int g = 0; g < G; ++g) {
+          rows::scale_round(q + t * q_dim + (h0 + g) * hd, scale, qs.data() + g * hd, hd);
+          qg[g] = qs.data() + g * hd;
         }
-        af::fold_slots(acc.data(), att + t * q_dim + h * hd, hd);
+        scores.assign(static_cast<std::size_t>(G * span), -std::numeric_limits<float>::infinity());
+        float sc[G];
+        for (std::int32_t j = lo; j <= p; ++j) {
+          if (j + ahead <= p) rows::prefetch_row(row(K, j + ahead), hd);
+          af::dot_heads<G>(qg, row(K, j), hd, sc);
+          for (int g = 0; g < G; ++g) scores[static_cast<std::size_t>(g * span + j - a0)] = sc[g];
+        }
+        float inv[G];
+        for (int g = 0; g < G; ++g) {
+          float* sg = scores.data() + g * span;
+          float const mx = kernels::cpu::vec_math::max_of(sg, span);
+          inv[g] = static_cast<float>(1.0 / af::exp_chunks(sg, span, mx));
+        }
+        // Values per head from the row pointers and f16-rounded probabilities of lo..p.
+        std::int64_t const m = p - lo + 1;
+        vrows.resize(static_cast<std::size_t>(m));
+        probs.resize(static_cast<std::size_t>(m));
+        for (std::int32_t j = lo; j <= p; ++j) vrows[static_cast<std::size_t>(j - lo)] = row(V, j);
+        for (int g = 0; g < G; ++g) {
+          float const* sg = scores.data() + g * span + (lo - a0);
+          rows::scale_round(sg, inv[g], probs.data(), m);
+          af::weighted_sum(vrows.data(), probs.data(), m, lo % slots, hd,
+                           att + t * q_dim + (h0 + g) * hd);
+        }
       }
     });
   }

@@ -75,6 +75,7 @@ inline double exp_chunks(float* x, std::int64_t n, float mx) {
   return sum;
 }
 
+// The reference order, key by key: slot [n] += v [n] * p fused, and the 32 slots' fold.
 inline void add_to_slot(float* slot, const std::uint16_t* v, float p, std::int64_t n) {
   for (std::int64_t d = 0; d < n; ++d) slot[d] = std::fma(fp16_to_fp32(v[d]), p, slot[d]);
 }
@@ -83,6 +84,26 @@ inline void fold_slots(const float* slots, float* out, std::int64_t n) {
   float a[32];
   for (std::int64_t d = 0; d < n; ++d) {
     for (int s = 0; s < 32; ++s) a[s] = slots[s * n + d];
+    out[d] = fold32(a);
+  }
+}
+
+template <int G>
+void dot_heads(const float* const* q, const std::uint16_t* k, std::int64_t n, float* out) {
+  for (int g = 0; g < G; ++g) out[g] = dot(q[g], k, n);
+}
+
+// Key i's slot is (first_slot + i) % 32; slot s sums its keys in order by fma from zero.
+inline void weighted_sum(const std::uint16_t* const* v, const float* p, std::int64_t m,
+                         int first_slot, std::int64_t n, float* out) {
+  float a[32];
+  for (std::int64_t d = 0; d < n; ++d) {
+    for (int s = 0; s < 32; ++s) {
+      float acc = 0.0f;
+      for (std::int64_t i = (s - first_slot + 32) % 32; i < m; i += 32)
+        acc = std::fma(fp16_to_fp32(v[i][d]), p[i], acc);
+      a[s] = acc;
+    }
     out[d] = fold32(a);
   }
 }
@@ -167,29 +188,53 @@ TF_AF16_FN double exp_chunks(float* x, std::int64_t n, float mx) {
   return sum;
 }
 
-TF_AF16_FN void add_to_slot(float* slot, const std::uint16_t* v, float p, std::int64_t n) {
-  const __m256 vp = _mm256_set1_ps(p);
-  std::int64_t d = 0;
-  for (; d + 8 <= n; d += 8)
-    _mm256_storeu_ps(slot + d, _mm256_fmadd_ps(load_f16(v + d), vp, _mm256_loadu_ps(slot + d)));
-  scalar::add_to_slot(slot + d, v + d, p, n - d);
+// G heads against one key: its row converted once, each head's sums as dot's.
+template <int G>
+TF_AF16_FN void dot_heads(const float* const* q, const std::uint16_t* k, std::int64_t n,
+                          float* out) {
+  if (n % 32 != 0) return scalar::dot_heads<G>(q, k, n, out);
+  __m256 a[G][4];
+  for (auto& h : a)
+    for (auto& v : h) v = _mm256_setzero_ps();
+  for (std::int64_t i = 0; i < n; i += 32)
+    for (int s = 0; s < 4; ++s) {
+      const __m256 kv = load_f16(k + i + 8 * s);
+      for (int g = 0; g < G; ++g)
+        a[g][s] = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q[g] + i + 8 * s), a[g][s]);
+    }
+  for (int g = 0; g < G; ++g) out[g] = fold32(a[g][0], a[g][1], a[g][2], a[g][3]);
 }
 
-TF_AF16_FN void fold_slots(const float* slots, float* out, std::int64_t n) {
-  std::int64_t d = 0;
-  for (; d + 8 <= n; d += 8) {
-    // Lane l of accumulator a holds slot 8a + l; the fold runs per output element.
-    __m256 s[8];
-    for (int l = 0; l < 8; ++l) {
-      const float* at = slots + l * n + d;
-      s[l] = fold32_lanes(_mm256_loadu_ps(at), _mm256_loadu_ps(at + 8 * n),
-                          _mm256_loadu_ps(at + 16 * n), _mm256_loadu_ps(at + 24 * n));
+// Per 64 output elements: each slot's keys (32 apart) as eight fma chains, one per 8 elements,
+// in registers; the 32 slots' sums in an 8 KiB buffer, then folded per element.
+TF_AF16_FN void weighted_sum(const std::uint16_t* const* v, const float* p, std::int64_t m,
+                             int first_slot, std::int64_t n, float* out) {
+  constexpr int W = 8;  // vectors of 8 elements per chain step
+  if (n % (8 * W) != 0) return scalar::weighted_sum(v, p, m, first_slot, n, out);
+  alignas(32) float buf[32 * 8 * W];
+  for (std::int64_t d = 0; d < n; d += 8 * W) {
+    for (int s = 0; s < 32; ++s) {
+      __m256 acc[W];
+      for (auto& a : acc) a = _mm256_setzero_ps();
+      for (std::int64_t i = (s - first_slot + 32) % 32; i < m; i += 32) {
+        const __m256 pv = _mm256_broadcast_ss(p + i);
+        for (int c = 0; c < W; ++c)
+          acc[c] = _mm256_fmadd_ps(load_f16(v[i] + d + 8 * c), pv, acc[c]);
+      }
+      for (int c = 0; c < W; ++c) _mm256_store_ps(buf + (s * W + c) * 8, acc[c]);
     }
-    const __m256 t0 = _mm256_add_ps(s[0], s[4]), t1 = _mm256_add_ps(s[1], s[5]);
-    const __m256 t2 = _mm256_add_ps(s[2], s[6]), t3 = _mm256_add_ps(s[3], s[7]);
-    _mm256_storeu_ps(out + d, _mm256_add_ps(_mm256_add_ps(t0, t1), _mm256_add_ps(t2, t3)));
+    for (int c = 0; c < W; ++c) {
+      auto slot = [&](int s) { return buf + (s * W + c) * 8; };
+      __m256 part[8];
+      for (int l = 0; l < 8; ++l)
+        part[l] = fold32_lanes(_mm256_load_ps(slot(l)), _mm256_load_ps(slot(8 + l)),
+                               _mm256_load_ps(slot(16 + l)), _mm256_load_ps(slot(24 + l)));
+      const __m256 t0 = _mm256_add_ps(part[0], part[4]), t1 = _mm256_add_ps(part[1], part[5]);
+      const __m256 t2 = _mm256_add_ps(part[2], part[6]), t3 = _mm256_add_ps(part[3], part[7]);
+      _mm256_storeu_ps(out + d + 8 * c,
+                       _mm256_add_ps(_mm256_add_ps(t0, t1), _mm256_add_ps(t2, t3)));
+    }
   }
-  scalar::fold_slots(slots + d, out + d, n - d);
 }
 
 #undef TF_AF16_FN
@@ -213,20 +258,24 @@ inline double exp_chunks(float* x, std::int64_t n, float mx) {
   return scalar::exp_chunks(x, n, mx);
 }
 
-/// slot [n] += v [n] * p, fused per element.
-inline void add_to_slot(float* slot, const std::uint16_t* v, float p, std::int64_t n) {
+/// out[g] = dot(q[g], k, n) for G query heads, the key row read once.
+template <int G>
+inline void dot_heads(const float* const* q, const std::uint16_t* k, std::int64_t n, float* out) {
 #if TF_KERNELS_X86
-  if (avx2_path()) return x86::add_to_slot(slot, v, p, n);
+  if (avx2_path()) return x86::dot_heads<G>(q, k, n, out);
 #endif
-  scalar::add_to_slot(slot, v, p, n);
+  scalar::dot_heads<G>(q, k, n, out);
 }
 
-/// out [n] = the fold of the key_slots rows of slots [key_slots, n], per element.
-inline void fold_slots(const float* slots, float* out, std::int64_t n) {
+/// out [n] = sum_i p[i] v[i] over m value rows in ggml's f16 dot order over the keys: row i in
+/// slot (first_slot + i) % key_slots, each slot's rows by fma from zero in order, the slots folded
+/// as fold32 folds four accumulators (the bits of scalar::add_to_slot, then scalar::fold_slots).
+inline void weighted_sum(const std::uint16_t* const* v, const float* p, std::int64_t m,
+                         int first_slot, std::int64_t n, float* out) {
 #if TF_KERNELS_X86
-  if (avx2_path()) return x86::fold_slots(slots, out, n);
+  if (avx2_path()) return x86::weighted_sum(v, p, m, first_slot, n, out);
 #endif
-  scalar::fold_slots(slots, out, n);
+  scalar::weighted_sum(v, p, m, first_slot, n, out);
 }
 
 }  // namespace tf::kernels::cpu::attention_f16

@@ -92,9 +92,9 @@ TEST_CASE("dot sums in ggml's f16 order: four 8-lane fma accumulators, then its 
   }
 }
 
-TEST_CASE("slots and their fold give a key-ordered dot over 32-key cycles, on every path") {
+TEST_CASE("the slots' fold is ggml's f16 dot over the keys of each element") {
   std::mt19937 gen(5);
-  std::int64_t const hd = 24, keys = 70;  // hd not a multiple of 8: the scalar tail runs too
+  std::int64_t const hd = 24, keys = 70;
   std::vector<std::vector<std::uint16_t>> v;
   std::vector<float> p;
   for (std::int64_t j = 0; j < keys; ++j) {
@@ -102,17 +102,12 @@ TEST_CASE("slots and their fold give a key-ordered dot over 32-key cycles, on ev
     p.push_back(std::fabs(random_f32(1, gen)[0]) / 8.0f);
   }
   std::vector<float> slots(static_cast<std::size_t>(af::key_slots * hd), 0.0f);
-  std::vector<float> slots_s(slots);
-  for (std::int64_t j = 0; j < keys; ++j) {
-    auto const at = static_cast<std::size_t>((j % af::key_slots) * hd);
-    af::add_to_slot(slots.data() + at, v[static_cast<std::size_t>(j)].data(),
-                    p[static_cast<std::size_t>(j)], hd);
-    af::scalar::add_to_slot(slots_s.data() + at, v[static_cast<std::size_t>(j)].data(),
-                            p[static_cast<std::size_t>(j)], hd);
-  }
-  std::vector<float> out(static_cast<std::size_t>(hd)), out_s(out);
-  af::fold_slots(slots.data(), out.data(), hd);
-  af::scalar::fold_slots(slots_s.data(), out_s.data(), hd);
+  for (std::int64_t j = 0; j < keys; ++j)
+    af::scalar::add_to_slot(slots.data() + (j % af::key_slots) * hd,
+                            v[static_cast<std::size_t>(j)].data(), p[static_cast<std::size_t>(j)],
+                            hd);
+  std::vector<float> out(static_cast<std::size_t>(hd));
+  af::scalar::fold_slots(slots.data(), out.data(), hd);
   for (std::int64_t d = 0; d < hd; ++d) {
     // The same sum as dot over the keys (zero-padded to a whole cycle) of column d.
     std::vector<std::uint16_t> col(96, 0);
@@ -124,6 +119,50 @@ TEST_CASE("slots and their fold give a key-ordered dot over 32-key cycles, on ev
     }
     INFO("d = " << d);
     CHECK(same_bits(out[static_cast<std::size_t>(d)], af::scalar::dot(pp.data(), col.data(), 96)));
-    CHECK(same_bits(out[static_cast<std::size_t>(d)], out_s[static_cast<std::size_t>(d)]));
+  }
+}
+
+TEST_CASE("weighted_sum has the bits of its keys in slots then folded, on every path") {
+  std::mt19937 gen(9);
+  for (std::int64_t n : {256, 64, 24}) {
+    for (std::int64_t m : {1, 5, 31, 32, 33, 70, 130}) {
+      for (int first : {0, 7, 31}) {
+        std::vector<std::vector<std::uint16_t>> v;
+        std::vector<std::uint16_t const*> rows;
+        std::vector<float> p;
+        for (std::int64_t i = 0; i < m; ++i) {
+          v.push_back(random_f16(static_cast<std::size_t>(n), gen));
+          p.push_back(std::fabs(random_f32(1, gen)[0]) / 8.0f);
+        }
+        for (auto const& r : v) rows.push_back(r.data());
+        std::vector<float> slots(static_cast<std::size_t>(af::key_slots * n), 0.0f);
+        for (std::int64_t i = 0; i < m; ++i)
+          af::scalar::add_to_slot(slots.data() + (first + i) % af::key_slots * n,
+                                  rows[static_cast<std::size_t>(i)], p[static_cast<std::size_t>(i)],
+                                  n);
+        std::vector<float> want(static_cast<std::size_t>(n)), got(want), got_s(want);
+        af::scalar::fold_slots(slots.data(), want.data(), n);
+        af::weighted_sum(rows.data(), p.data(), m, first, n, got.data());
+        af::scalar::weighted_sum(rows.data(), p.data(), m, first, n, got_s.data());
+        INFO("n = " << n << " m = " << m << " first slot " << first);
+        CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(got_s.data(), want.data(), got.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("dot_heads gives each head dot's bits") {
+  std::mt19937 gen(3);
+  for (std::int64_t n : {256, 40}) {
+    auto const k = random_f16(static_cast<std::size_t>(n), gen);
+    std::vector<std::vector<float>> q;
+    for (int g = 0; g < 4; ++g) q.push_back(random_f32(static_cast<std::size_t>(n), gen));
+    float const* qs[4] = {q[0].data(), q[1].data(), q[2].data(), q[3].data()};
+    float out[4];
+    af::dot_heads<4>(qs, k.data(), n, out);
+    for (int g = 0; g < 4; ++g) CHECK(same_bits(out[g], af::dot(qs[g], k.data(), n)));
+    af::dot_heads<2>(qs + 2, k.data(), n, out);
+    CHECK(same_bits(out[1], af::scalar::dot(qs[3], k.data(), n)));
   }
 }
