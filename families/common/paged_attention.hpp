@@ -174,13 +174,33 @@ class paged_kv {
   void attention_f16(kernels::cpu::thread_pool& pool, std::int64_t n, std::int64_t nh,
                      float const* q, float* att, std::uint16_t const* K, std::uint16_t const* V,
                      float scale, std::int32_t window) const {
+    by_head_group(pool.size(), n, nh, [&](auto g) {
+      attention_f16_in<decltype(g)::value>(pool, n, nh, q, att, K, V, scale, window);
+    });
+  }
+
+  // Work item w of a pass over G query heads at a time (per_kv items per KV head): its token, KV
+  // head, first query head and the keys lo..p it sees.
+  struct head_item {
+    std::int64_t t, kvh, h0;
+    std::int32_t lo, p;
+  };
+  head_item item_of(std::int64_t w, int G, std::int64_t per_kv, std::int32_t window) const {
+    std::int64_t const t = w / (kv_heads_ * per_kv), kvh = w / per_kv % kv_heads_;
+    std::int32_t const p = pos_[static_cast<std::size_t>(t)];
+    std::int32_t const lo = window > 0 ? std::max(0, p - window + 1) : 0;
+    return {t, kvh, kvh * (per_kv * G) + w % per_kv * G, lo, p};
+  }
+
+  // Calls run(integral_constant<int, G>) with the largest G of 4, 2, 1 that divides a KV head's
+  // query heads and still gives each of `threads` an item (a token's G heads of one KV head).
+  template <class Run>
+  void by_head_group(int threads, std::int64_t n, std::int64_t nh, Run&& run) const {
     std::int64_t const group = nh / kv_heads_;
     auto items = [&](std::int64_t g) { return n * kv_heads_ * (group / g); };
-    if (group % 4 == 0 && items(4) >= pool.size())
-      return attention_f16_in<4>(pool, n, nh, q, att, K, V, scale, window);
-    if (group % 2 == 0 && items(2) >= pool.size())
-      return attention_f16_in<2>(pool, n, nh, q, att, K, V, scale, window);
-    attention_f16_in<1>(pool, n, nh, q, att, K, V, scale, window);
+    if (group % 4 == 0 && items(4) >= threads) return run(std::integral_constant<int, 4>{});
+    if (group % 2 == 0 && items(2) >= threads) return run(std::integral_constant<int, 2>{});
+    run(std::integral_constant<int, 1>{});
   }
 
   template <int G>
@@ -198,10 +218,7 @@ class paged_kv {
       thread_local std::vector<std::uint16_t const*> vrows;
       qs.resize(static_cast<std::size_t>(G * hd));
       for (std::int64_t w = w0; w < w1; ++w) {
-        std::int64_t const t = w / (kv_heads_ * per_kv), kvh = w / per_kv % kv_heads_;
-        std::int64_t const h0 = kvh * group + w % per_kv * G;
-        std::int32_t const p = pos_[static_cast<std::size_t>(t)];
-        std::int32_t const lo = window > 0 ? std::max(0, p - window + 1) : 0;
+        auto const [t, kvh, h0, lo, p] = item_of(w, G, per_kv, window);
         // Whole 32-key cycles around lo..p; the keys outside get no weight.
         std::int32_t const a0 = lo - lo % slots, a1 = (p + slots) / slots * slots;
         std::int64_t const span = a1 - a0;
@@ -248,13 +265,9 @@ class paged_kv {
   template <class T>
   void attention(kernels::cpu::thread_pool& pool, std::int64_t n, std::int64_t nh, float const* q,
                  float* att, T const* K, T const* V, float scale, std::int32_t window) const {
-    std::int64_t const group = nh / kv_heads_;
-    auto items = [&](std::int64_t g) { return n * kv_heads_ * (group / g); };
-    if (group % 4 == 0 && items(4) >= pool.size())
-      return attention_in<4>(pool, n, nh, q, att, K, V, scale, window);
-    if (group % 2 == 0 && items(2) >= pool.size())
-      return attention_in<2>(pool, n, nh, q, att, K, V, scale, window);
-    attention_in<1>(pool, n, nh, q, att, K, V, scale, window);
+    by_head_group(pool.size(), n, nh, [&](auto g) {
+      attention_in<decltype(g)::value>(pool, n, nh, q, att, K, V, scale, window);
+    });
   }
 
   template <int G, class T>
@@ -271,10 +284,7 @@ class paged_kv {
       thread_local std::vector<float> scores, qs;
       qs.resize(static_cast<std::size_t>(G * hd));
       for (std::int64_t w = w0; w < w1; ++w) {
-        std::int64_t const t = w / (kv_heads_ * per_kv), kvh = w / per_kv % kv_heads_;
-        std::int64_t const h0 = kvh * group + w % per_kv * G;
-        std::int32_t const p = pos_[static_cast<std::size_t>(t)];
-        std::int32_t const lo = window > 0 ? std::max(0, p - window + 1) : 0;
+        auto const [t, kvh, h0, lo, p] = item_of(w, G, per_kv, window);
         std::int64_t const nk = p - lo + 1;
         float const* qg[G];
         float* out[G];

@@ -165,18 +165,6 @@ TF_AF16_FN float fold32(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
   return _mm_cvtss_f32(_mm_hadd_ps(h, h));
 }
 
-TF_AF16_FN float dot(const float* q, const std::uint16_t* k, std::int64_t n) {
-  __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                 _mm256_setzero_ps()};
-  std::int64_t const whole = n - n % 32;
-  for (std::int64_t i = 0; i < whole; i += 32)
-    for (int s = 0; s < 4; ++s)
-      a[s] = _mm256_fmadd_ps(load_f16(k + i + 8 * s), _mm256_loadu_ps(q + i + 8 * s), a[s]);
-  double sum = fold32(a[0], a[1], a[2], a[3]);
-  for (std::int64_t i = whole; i < n; ++i) sum += static_cast<double>(fp16_to_fp32(k[i]) * q[i]);
-  return static_cast<float>(sum);
-}
-
 TF_AF16_FN double exp_chunks(float* x, std::int64_t n, float mx) {
   const __m256 m = _mm256_set1_ps(mx);
   double sum = 0.0;
@@ -192,7 +180,7 @@ TF_AF16_FN double exp_chunks(float* x, std::int64_t n, float mx) {
 template <int G>
 TF_AF16_FN void dot_heads(const float* const* q, const std::uint16_t* k, std::int64_t n,
                           float* out) {
-  if (n % 32 != 0) return scalar::dot_heads<G>(q, k, n, out);
+  if (n % 32 != 0) return scalar::dot_heads<G>(q, k, n, out);  // the tail's order is scalar's
   __m256 a[G][4];
   for (auto& h : a)
     for (auto& v : h) v = _mm256_setzero_ps();
@@ -242,14 +230,6 @@ TF_AF16_FN void weighted_sum(const std::uint16_t* const* v, const float* p, std:
 }  // namespace x86
 #endif
 
-/// q [n] . k [n] (f16) in ggml's f16 dot order; q holds f16-rounded values.
-inline float dot(const float* q, const std::uint16_t* k, std::int64_t n) {
-#if TF_KERNELS_X86
-  if (avx2_path()) return x86::dot(q, k, n);
-#endif
-  return scalar::dot(q, k, n);
-}
-
 /// x [n] = e^(x - mx) in place, n a multiple of 8; returns their sum, 8-key chunks in double.
 inline double exp_chunks(float* x, std::int64_t n, float mx) {
 #if TF_KERNELS_X86
@@ -265,6 +245,13 @@ inline void dot_heads(const float* const* q, const std::uint16_t* k, std::int64_
   if (avx2_path()) return x86::dot_heads<G>(q, k, n, out);
 #endif
   scalar::dot_heads<G>(q, k, n, out);
+}
+
+/// q [n] . k [n] (f16) in ggml's f16 dot order; q holds f16-rounded values.
+inline float dot(const float* q, const std::uint16_t* k, std::int64_t n) {
+  float out;
+  dot_heads<1>(&q, k, n, &out);
+  return out;
 }
 
 /// out [n] = sum_i p[i] v[i] over m value rows in ggml's f16 dot order over the keys: row i in
