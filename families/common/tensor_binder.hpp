@@ -1,7 +1,8 @@
 #pragma once
-/// Binds a model file's tensors by role through a family's tensor map (GGUF or HF names),
-/// checking shapes: matrices stay in the file's mapping, vectors are copied to f32.
-#include <families/common/cpu_ops.hpp>
+/// Binds a model file's tensors by role through a family's tensor map (GGUF or HF names), checking
+/// shapes, and hands them to the backend: matrices as the file holds them, vectors in f32.
+#include <kernels/cpu/dequant.hpp>
+#include <tf/backend/cpu.hpp>
 #include <tf/error.hpp>
 #include <tf/model/tensor_names.hpp>
 #include <tf/model/tensor_type.hpp>
@@ -18,13 +19,14 @@ namespace tf::families {
 enum class name_style { gguf, hf };
 
 /// `file` is anything with `find_tensor(name) -> const tensor_view*`; `family` names the family
-/// in the errors.
-template <class File, class Map>
+/// in the errors; `be` is the backend the weights are bound to.
+template <class File, class Map, class B>
 struct tensor_binder {
   File const& file;
   Map const& map;
   name_style style;
   char const* family;
+  B& be;
 
   std::string name_of(model::tensor_role role, int layer) const {
     auto row = model::find_role(map, role);
@@ -37,38 +39,44 @@ struct tensor_binder {
     if (!t && !optional) throw error("tf: {} model lacks the tensor {}", family, name);
     return t;
   }
+  /// The host description of t as a [rows, cols] matrix.
   template <class T>
-  cpu_ops::matrix mat_of(T const* t, std::int64_t rows, std::int64_t cols) const {
+  backend::host_matrix host_of(T const* t, std::int64_t rows, std::int64_t cols) const {
     if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows)
       throw error("tf: {} tensor {} has dims [{}], expected [{}, {}] (row length first)", family,
                   t->name, fmt::join(t->dims, ", "), cols, rows);
-    cpu_ops::matrix m{t->type, rows, cols, t->data,
+    backend::host_matrix m{t->type, rows, cols, t->data,
                       model::row_bytes(t->type, static_cast<std::uint64_t>(cols))};
     if (m.row_bytes * static_cast<std::uint64_t>(rows) > t->bytes)
       throw error("tf: {} tensor {} holds {} bytes, {} rows of {} need {}", family, t->name,
                   t->bytes, rows, m.row_bytes, m.row_bytes * static_cast<std::uint64_t>(rows));
     return m;
   }
-  cpu_ops::matrix mat(model::tensor_role role, int layer, std::int64_t rows,
-                      std::int64_t cols) const {
-    return mat_of(find(role, layer, false), rows, cols);
+  auto mat(model::tensor_role role, int layer, std::int64_t rows, std::int64_t cols) const {
+    return be.upload(host_of(find(role, layer, false), rows, cols));
   }
-  /// mat_of for the embedding and the head: in the rows8 layout where cpu_ops::in_rows8 can
-  /// regroup it (each token reads all of the head).
+  /// The embedding or the head (each token reads all of it): the backend may lay it out for that.
   template <class T>
-  cpu_ops::matrix head_of(T const* t, std::int64_t rows, std::int64_t cols) const {
-    return cpu_ops::in_rows8(file, *t, mat_of(t, rows, cols));
+  auto head_of(T const* t, std::int64_t rows, std::int64_t cols) const {
+    return be.upload_head(file, *t, host_of(t, rows, cols));
   }
-  cpu_ops::matrix head(model::tensor_role role, std::int64_t rows, std::int64_t cols) const {
+  auto head(model::tensor_role role, std::int64_t rows, std::int64_t cols) const {
     return head_of(find(role, 0, false), rows, cols);
   }
-  /// A norm's weights [n] in f32.
-  std::vector<float> norm(model::tensor_role role, int layer, std::int64_t n) const {
-    return floats(role, layer, n, "norm");
+  /// A norm's weights [n] in f32 (`shift` is added to each, for zero-centred norms).
+  auto norm(model::tensor_role role, int layer, std::int64_t n, float shift = 0.0f) const {
+    auto w = floats(role, layer, n, "norm");
+    if (shift != 0.0f)
+      for (auto& x : w) x = shift + x;
+    return be.upload(std::move(w));
   }
   /// Any other vector (a bias, a norm where the family calls it a tensor) [n] in f32.
-  std::vector<float> vec(model::tensor_role role, int layer, std::int64_t n) const {
-    return floats(role, layer, n, "tensor");
+  auto vec(model::tensor_role role, int layer, std::int64_t n) const {
+    return be.upload(floats(role, layer, n, "tensor"));
+  }
+  /// The same, or an empty vector where the file has none.
+  auto optional_vec(model::tensor_role role, int layer, std::int64_t n) const {
+    return find(role, layer, true) ? vec(role, layer, n) : be.upload(std::vector<float>{});
   }
 
  private:

@@ -1,7 +1,9 @@
 #pragma once
 /// Gemma 3 hyper-parameters read from GGUF metadata or an HF config.json.
-#include <families/gemma/gemma3.hpp>
+#include <families/gemma/gemma3_hparams.hpp>
 #include <tf/error.hpp>
+
+#include <tf/model/model_file.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -128,6 +130,12 @@ inline gemma3_hparams hparams_from_config(nlohmann::json const& c) {
       hp.rope_scaling_factor = cfg.at("rope_scaling").at("factor").get<float>();
   }
   return hp;
+}
+
+/// The hyper-parameters of `file` (GGUF metadata or config.json).
+inline gemma3_hparams read_hparams(model::model_file const& file) {
+  if (auto const* g = file.gguf()) return hparams_from_gguf(*g);
+  return hparams_from_config(file.hf()->config());
 }
 
 }  // namespace tf::families::gemma

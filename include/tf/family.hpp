@@ -51,9 +51,13 @@ concept names_architectures = requires {
   { F::name } -> std::convertible_to<std::string_view>;
   F::arch_names.size();
   { F::per_request_admission } -> std::convertible_to<bool>;
-  { F::has_forward } -> std::convertible_to<bool>;
   typename F::hparams;
 };
+
+/// F has a forward on backend B: its traits declare `template <class B> using model = ...;` (a
+/// family's forward is written once, for every backend).
+template <class F, class B>
+concept has_forward = requires { typename F::template model<B>; };
 
 /// Instantiated once per registry line, so the compiler names the family on the failing line.
 template <class F>
@@ -68,8 +72,8 @@ struct family_check {
   static_assert(names_architectures<F>,
                 "tf: this family is missing a member. Declare `static constexpr std::string_view "
                 "name`, `static constexpr std::array<std::string_view, N> arch_names`, "
-                "`static constexpr bool per_request_admission`, `static constexpr bool "
-                "has_forward` and `using hparams = ...;`.");
+                "`static constexpr bool per_request_admission` and `using hparams = ...;` (and, "
+                "for a forward, `template <class B> using model = ...;`).");
   static_assert(binds_kv_pool<F> || kv::detail::ledger_pool_is_countable<F>(),
                 "tf: this family's `ledger_pool = tf::ledgerPool<P>` names a pool the ledger "
                 "cannot count. P must model tf::kv::ledger_countable (include/tf/kv/"

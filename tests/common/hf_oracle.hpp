@@ -1,7 +1,7 @@
 #pragma once
 /// What the forward tests share: a transformers oracle fixture (expected.json + logits.bin), one
 /// stream over a CPU forward, and the comparisons the tests make against the oracle.
-#include <families/common/forward_rows.hpp>
+#include <tf/batch.hpp>
 #include <tf/error.hpp>
 
 #include <catch2/catch.hpp>
@@ -136,7 +136,7 @@ inline std::vector<std::int32_t> pages_reversed(int n) {
   return p;
 }
 
-/// One stream over a CPU forward: token chunks at the stream's position, logits for the last
+/// One stream over an engine (with its own page table): token chunks at the stream's position, logits for the last
 /// token or, with `all`, for every token.
 template <class Forward>
 struct stream {
@@ -148,9 +148,9 @@ struct stream {
   explicit stream(Forward& f) : stream(f, pages_in_order(f.kv().num_pages)) {}
 
   std::vector<float> feed(std::span<std::int32_t const> toks, bool all) {
-    families::batch_row row{toks, pos, pages, all};
+    tf::batch_row row{toks, pos, pages, all};
     std::vector<float> out(
-        static_cast<std::size_t>(Forward::logits_rows({&row, 1}) * fwd.vocab_size()));
+        static_cast<std::size_t>(tf::logits_rows({&row, 1}) * fwd.vocab_size()));
     fwd.forward({&row, 1}, out.data());
     pos += static_cast<std::int32_t>(toks.size());
     return out;
@@ -171,7 +171,7 @@ struct stream {
 template <class Forward>
 void check_batch_independent(Forward& fwd, std::vector<std::vector<std::int32_t>> const& prompts,
                              std::vector<std::vector<float>> const& solo, std::int64_t V) {
-  using families::batch_row;
+  using tf::batch_row;
   std::vector<std::vector<std::int32_t>> tables(3);
   for (int i = 0; i < 16; ++i)
     for (int s = 0; s < 3; ++s) tables[static_cast<std::size_t>(s)].push_back(i * 3 + s);
@@ -190,7 +190,7 @@ void check_batch_independent(Forward& fwd, std::vector<std::vector<std::int32_t>
         {std::span(p1).subspan(i, 1), static_cast<std::int32_t>(i), tables[1], false}};
     if (i == 1)
       r2.push_back({std::span(p2).subspan(half), static_cast<std::int32_t>(half), tables[2], true});
-    std::vector<float> o2(static_cast<std::size_t>(Forward::logits_rows(r2) * V));
+    std::vector<float> o2(static_cast<std::size_t>(tf::logits_rows(r2) * V));
     fwd.forward(r2, o2.data());
     if (i == 1) {
       auto tail = std::span<float const>(o2).subspan(o2.size() - static_cast<std::size_t>(V));
@@ -208,7 +208,7 @@ void check_batch_independent(Forward& fwd, std::vector<std::vector<std::int32_t>
 /// vocabulary each throw tf::error from `fwd` (4 pages of 4 tokens or fewer).
 template <class Forward>
 void check_bad_batches_throw(Forward& fwd) {
-  using families::batch_row;
+  using tf::batch_row;
   auto const V = fwd.vocab_size();
   std::vector<float> out(static_cast<std::size_t>(V) * 2);
   std::vector<std::int32_t> toks{1, 2, 3}, pages{0}, pages2{0, 9};

@@ -1,30 +1,113 @@
 #pragma once
-/// The backend concept: what the engine needs to know about where a forward runs.
+/// The backend concept: the typed operations a family's forward is written in. A backend owns its
+/// buffers (activations, the KV store) and its threads or streams; a forward holds only handles
+/// and calls these operations, so one forward runs on every backend that models the concept.
+#include <tf/batch.hpp>
+#include <tf/memory/pool.hpp>
+
 #include <concepts>
+#include <cstdint>
+#include <span>
 #include <string_view>
+#include <vector>
 
 namespace tf::backend {
 
-/// Where the backend's memory lives: sizes the start-up budget (host/unified read /proc; discrete
-/// reads the device's own free memory).
-enum class memory_kind : unsigned char { host, unified, discrete };
+/// Where the backend's memory lives: sizes the start-up budget.
+using memory::memory_kind;
 
+/// How q and k are rotated: NeoX pairs (i, i + dims/2) or interleaved pairs (2i, 2i + 1).
+enum class rope_kind : unsigned char { neox, interleaved };
+
+/// RoPE over the first `dims` of each head (0: the whole head): angle = freq_scale * pos *
+/// theta^(-2i / dims).
+struct rope_params {
+  rope_kind kind = rope_kind::neox;
+  int dims = 0;
+  float theta = 10000.0f;
+  float freq_scale = 1.0f;
+};
+
+/// Causal attention of `heads` query heads over `kv_heads` KV heads: softmax(scale q k) v, with
+/// scale 1 / sqrt(head_dim) when 0; window > 0 lets a query at p see keys p - window + 1 .. p;
+/// softcap > 0 caps the scores as softcap * tanh(s / softcap).
+struct attention_params {
+  int heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  float scale = 0.0f;
+  int window = 0;
+  float softcap = 0.0f;
+};
+
+/// The gate's activation in a gated MLP: act(gate x) * (up x).
+enum class activation : unsigned char { gelu_tanh, silu, relu2 };
+
+/// How a MoE layer picks experts for a token from its router logits.
+enum class routing_kind : unsigned char {
+  softmax_top_k,   // softmax, top k (Qwen3-MoE)
+  sigmoid_groups,  // sigmoid + correction bias, best groups first, top k (GLM-4.5, DeepSeek-V3)
+};
+
+/// A MoE layer's routing: kind, k experts per token, renormalised weights times `scale`; groups
+/// for sigmoid_groups.
+struct routing_params {
+  routing_kind kind = routing_kind::softmax_top_k;
+  int experts = 0;
+  int k = 0;
+  bool normalize = true;
+  float scale = 1.0f;
+  int groups = 1;
+  int top_groups = 1;
+};
+
+/// The KV store's per-layer shape.
+struct kv_layout {
+  int layers = 0;  // layers with attention
+  int kv_heads = 0;
+  int head_dim = 0;
+};
+
+/// Bytes per position of K and V for every attention layer of `l`.
+constexpr std::uint64_t kv_bytes_per_token(kv_layout l, kv_dtype dtype) {
+  return 2ull * static_cast<std::uint64_t>(l.layers) * static_cast<std::uint64_t>(l.kv_heads) *
+         static_cast<std::uint64_t>(l.head_dim) * (dtype == kv_dtype::f32 ? 4u : 2u);
+}
+
+// clang-format off
+/// A backend: names itself and its memory, and runs a forward's operations on its own buffers.
+/// `step` is one batch gathered for the device; `buffer` an activation [rows, cols]; `matrix` a
+/// bound weight; `vector` a bound f32 vector (norm weights, biases); `kv_store` the paged KV.
 template <class B>
-concept backend_type = requires {
+concept backend = requires {
   { B::name } -> std::convertible_to<std::string_view>;
   { B::memory } -> std::convertible_to<memory_kind>;
+  typename B::options;
+  typename B::matrix;
+  typename B::vector;
+  typename B::buffer;
+  typename B::step;
+  typename B::kv_store;
+} && requires(B& be, typename B::step const& s, typename B::buffer& x,
+              typename B::buffer const& cx, typename B::matrix const& w,
+              typename B::vector const& v, typename B::kv_store& kv,
+              typename B::kv_store const& ckv, std::span<batch_row const> rows, float* logits) {
+  { be.begin(rows, ckv, std::int64_t{}) } -> std::same_as<typename B::step const&>;
+  be.embed(s, w, x, 1.0f);
+  be.rmsnorm(cx, v, x, 1e-6f);
+  be.rmsnorm_heads(x, v, 1, 1e-6f);
+  be.residual(x, x, &v, &v, 1e-6f);
+  be.add(x, cx);
+  be.matmul(w, cx, x);
+  be.matmul_group({{w, x}}, cx);
+  be.add_bias(x, v);
+  be.rope(s, x, 1, rope_params{});
+  be.kv_write(s, kv, 0, cx, cx);
+  be.attend(s, ckv, 0, cx, x, attention_params{});
+  be.glu(s, activation::silu, x, cx);
+  be.glu_merged(s, activation::silu, cx, x);
+  be.logits(s, cx, v, w, 1e-6f, 0.0f, logits);
 };
-
-/// The CPU backend: threaded SIMD kernels over host memory.
-struct cpu {
-  static constexpr std::string_view name = "cpu";
-  static constexpr memory_kind memory = memory_kind::host;
-};
-
-/// The CUDA backend (discrete card); built only when TF_WITH_CUDA is set.
-struct cuda {
-  static constexpr std::string_view name = "cuda";
-  static constexpr memory_kind memory = memory_kind::discrete;
-};
+// clang-format on
 
 }  // namespace tf::backend

@@ -1,0 +1,295 @@
+#pragma once
+/// The CPU backend: the backend concept's operations over kernels/cpu, on host memory, across a
+/// persistent thread pool. Each output element is summed in one fixed order, so a row's results do
+/// not depend on the batch or the thread count.
+#include <kernels/cpu/kv_rows.hpp>
+#include <kernels/cpu/thread_pool.hpp>
+#include <kernels/cpu/vec_math.hpp>
+#include <tf/backend/backend.hpp>
+#include <tf/backend/cpu/kv_store.hpp>
+#include <tf/backend/cpu/math.hpp>
+#include <tf/backend/cpu/matrix.hpp>
+#include <tf/backend/cpu/moe.hpp>
+#include <tf/backend/cpu/step.hpp>
+#include <tf/error.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace tf::backend {
+
+/// A weight matrix as a file holds it, in host memory: what binders describe for every backend.
+using host_matrix = cpu_parts::matrix;
+
+/// The CPU backend's settings.
+struct cpu_options {
+  int threads = 1;  // workers in the pool, the caller included
+};
+
+class cpu {
+ public:
+  static constexpr std::string_view name = "cpu";
+  static constexpr memory_kind memory = memory_kind::host;
+
+  using options = cpu_options;
+  using matrix = cpu_parts::matrix;
+  using vector = std::vector<float>;
+  using step = cpu_parts::step;
+  using kv_store = cpu_parts::kv_store;
+  using expert = cpu_parts::expert;
+  /// An activation [rows, cols] in f32.
+  struct buffer {
+    std::vector<float> data;
+    std::int64_t rows = 0, cols = 0;
+  };
+
+  explicit cpu(options o = {}) {
+    if (o.threads < 1 || o.threads > 1024)
+      throw error("tf: the CPU backend wants 1..1024 threads, got {}", o.threads);
+    pool_ = std::make_unique<kernels::cpu::thread_pool>(o.threads);
+  }
+
+  int threads() const { return pool_->size(); }
+
+  // Binding: host weights become the backend's (on the CPU they stay where the file has them).
+  matrix upload(host_matrix m) const { return m; }
+  vector upload(std::vector<float> v) const { return v; }
+  /// The embedding or head: regrouped for the one-row matvec where cpu_parts::in_rows8 can.
+  template <class File>
+  matrix upload_head(File const& file, model::tensor_view const& t, host_matrix m) const {
+    return cpu_parts::in_rows8(file, t, m);
+  }
+  kv_store make_kv_store(kv_shape shape, kv_layout layout) const { return {shape, layout}; }
+
+  /// Checks and gathers `rows` for a forward over `kv`.
+  step const& begin(std::span<batch_row const> rows, kv_store const& kv, std::int64_t vocab) {
+    step_.gather(rows, kv.shape(), vocab);
+    return step_;
+  }
+
+  /// x[t] = scale * the embedding row of token t.
+  void embed(step const& s, matrix const& embd, buffer& x, float scale) {
+    std::int64_t const n = s.tokens(), h = embd.cols;
+    shape(x, n, h);
+    pool_->parallel_for(n, [&](std::int64_t t0, std::int64_t t1) {
+      for (std::int64_t t = t0; t < t1; ++t) {
+        float* xt = x.data.data() + t * h;
+        embd.dequantize_row(s.token(t), xt);
+        if (scale != 1.0f)
+          for (std::int64_t i = 0; i < h; ++i) xt[i] *= scale;
+      }
+    });
+  }
+
+  /// out[t] = rmsnorm(x[t]) * w.
+  void rmsnorm(buffer const& x, vector const& w, buffer& out, float eps) {
+    shape(out, x.rows, x.cols);
+    per_row(x.rows, [&](std::int64_t t) {
+      cpu_parts::rmsnorm(row(x, t), w.data(), row(out, t), x.cols, eps);
+    });
+  }
+
+  /// RMSNorm of every head of `head_dim` in x, in place, with the per-head weights w [head_dim].
+  void rmsnorm_heads(buffer& x, vector const& w, int head_dim, float eps) {
+    std::int64_t const heads = x.cols / head_dim;
+    per_row(x.rows, [&](std::int64_t t) {
+      for (std::int64_t h = 0; h < heads; ++h) {
+        float* xh = row(x, t) + h * head_dim;
+        cpu_parts::rmsnorm(xh, w.data(), xh, head_dim, eps);
+      }
+    });
+  }
+
+  /// The residual step: o = rmsnorm(o) * post when post is given; x += o; then o = rmsnorm(x) *
+  /// next when next is given (the next block's input).
+  void residual(buffer& x, buffer& o, vector const* post, vector const* next, float eps) {
+    std::int64_t const h = x.cols;
+    per_row(x.rows, [&](std::int64_t t) {
+      float* xt = row(x, t);
+      float* ot = row(o, t);
+      if (post) cpu_parts::rmsnorm(ot, post->data(), ot, h, eps);
+      for (std::int64_t i = 0; i < h; ++i) xt[i] += ot[i];
+      if (next) cpu_parts::rmsnorm(xt, next->data(), ot, h, eps);
+    });
+  }
+
+  /// x += y.
+  void add(buffer& x, buffer const& y) {
+    for (std::size_t i = 0; i < x.data.size(); ++i) x.data[i] += y.data[i];
+  }
+
+  /// y = x w^T.
+  void matmul(matrix const& w, buffer const& x, buffer& y) {
+    shape(y, x.rows, w.rows);
+    cpu_parts::matmul(*pool_, w, x.data.data(), y.data.data(), x.rows);
+  }
+
+  /// y_i = x w_i^T for matrices reading the same x, in one pass over the pool for one token.
+  void matmul_group(std::initializer_list<std::pair<matrix const&, buffer&>> ws, buffer const& x) {
+    std::pair<matrix const*, float*> ps[4];
+    std::size_t n = 0;
+    for (auto const& [w, y] : ws) {
+      if (n == 4) throw error("tf: matmul_group takes at most 4 matrices");
+      shape(y, x.rows, w.rows);
+      ps[n++] = {&w, y.data.data()};
+    }
+    cpu_parts::matmul_group(*pool_, std::span(ps, n), x.data.data(), x.rows);
+  }
+
+  /// y[t] += b.
+  void add_bias(buffer& y, vector const& b) {
+    for (std::int64_t t = 0; t < y.rows; ++t)
+      for (std::int64_t i = 0; i < y.cols; ++i) row(y, t)[i] += b[static_cast<std::size_t>(i)];
+  }
+
+  /// RoPE in place on every head of `head_dim` in x at its token's position.
+  void rope(step const& s, buffer& x, int head_dim, rope_params p) {
+    int const dims = p.dims > 0 ? p.dims : head_dim;
+    auto const& cs = s.rope_table(p, dims);
+    std::int64_t const heads = x.cols / head_dim;
+    per_row(x.rows, [&](std::int64_t t) {
+      float const* c = cs.data() + t * dims;
+      for (std::int64_t h = 0; h < heads; ++h) {
+        float* xh = row(x, t) + h * head_dim;
+        if (p.kind == rope_kind::neox)
+          kernels::cpu::vec_math::rope_rotate(xh, dims / 2, c, c + dims / 2);
+        else
+          cpu_parts::rope_interleaved_apply(xh, dims / 2, c, c + dims / 2);
+      }
+    });
+  }
+
+  /// Writes every token's K and V rows at its position in `layer`'s pages.
+  void kv_write(step const& s, kv_store& kv, int layer, buffer const& k, buffer const& v) {
+    per_row(s.tokens(), [&](std::int64_t t) { kv.store(s, layer, t, row(k, t), row(v, t)); });
+  }
+
+  /// out = attention of q over `layer`'s pages (see attention_params).
+  void attend(step const& s, kv_store const& kv, int layer, buffer const& q, buffer& out,
+              attention_params const& a) {
+    shape(out, q.rows, q.cols);
+    kv.attend(*pool_, s, layer, q.data.data(), out.data.data(), a);
+  }
+
+  /// g = act(g) * u.
+  void glu(step const& s, activation act, buffer& g, buffer const& u) {
+    bool const f16 = s.f16_numerics();
+    std::int64_t const ff = g.cols;
+    pool_->parallel_for(g.rows, [&](std::int64_t t0, std::int64_t t1) {
+      glu_run(act, f16, g.data.data() + t0 * ff, u.data.data() + t0 * ff, (t1 - t0) * ff);
+    });
+  }
+
+  /// g = act(gu[:, :ff]) * gu[:, ff:], for a merged gate|up projection gu [n, 2 ff].
+  void glu_merged(step const& s, activation act, buffer const& gu, buffer& g) {
+    std::int64_t const ff = gu.cols / 2;
+    shape(g, gu.rows, ff);
+    bool const f16 = s.f16_numerics();
+    per_row(gu.rows, [&](std::int64_t t) {
+      float* gt = row(g, t);
+      std::copy_n(row(gu, t), ff, gt);
+      glu_run(act, f16, gt, row(gu, t) + ff, ff);
+    });
+  }
+
+  /// out = the MoE layer's experts (and shared expert) over xn; see cpu_parts::run_moe.
+  void moe(step const& s, routing_params const& r, matrix const& router, vector const& bias,
+           std::span<expert const> experts, expert const* shared, buffer const& xn, buffer& out) {
+    shape(out, xn.rows, xn.cols);
+    bool const f16 = s.f16_numerics();
+    cpu_parts::run_moe(
+        *pool_, r, router, bias.empty() ? nullptr : bias.data(), experts, shared, xn.data.data(),
+        xn.rows, out.data.data(),
+        [&](float* g, float const* u, std::int64_t n) { glu_run(activation::silu, f16, g, u, n); },
+        moe_);
+    if (record_routes_) routes_.push_back(moe_.pick);
+  }
+
+  /// Logits [logit tokens, vocab] into `logits`: the final RMSNorm of the tokens that want them,
+  /// the head, then softcap * tanh(l / softcap) when softcap > 0.
+  void logits(step const& s, buffer const& x, vector const& norm, matrix const& head, float eps,
+              float softcap, float* logits) {
+    auto const out = s.logit_tokens();
+    auto const m = static_cast<std::int64_t>(out.size());
+    std::int64_t const h = x.cols;
+    head_in_.resize(static_cast<std::size_t>(m * h));
+    for (std::int64_t i = 0; i < m; ++i)
+      cpu_parts::rmsnorm(row(x, out[static_cast<std::size_t>(i)]), norm.data(),
+                         head_in_.data() + i * h, h, eps);
+    cpu_parts::matmul(*pool_, head, head_in_.data(), logits, m);
+    if (softcap > 0.0f) {
+      constexpr std::int64_t chunk = 8192;
+      std::int64_t const total = m * head.rows;
+      pool_->parallel_for((total + chunk - 1) / chunk, [&](std::int64_t c0, std::int64_t c1) {
+        std::int64_t const end = std::min(total, c1 * chunk);
+        kernels::cpu::vec_math::softcap(logits + c0 * chunk, end - c0 * chunk, softcap);
+      });
+    }
+  }
+
+  /// When on, moe() keeps each call's picks: routes()[m][t * k + j] is token t's j-th expert in
+  /// the m-th MoE call since the last clear_routes().
+  void record_routes(bool on) { record_routes_ = on; }
+  void clear_routes() { routes_.clear(); }
+  std::vector<std::vector<std::int32_t>> const& routes() const { return routes_; }
+
+ private:
+  static void shape(buffer& b, std::int64_t rows, std::int64_t cols) {
+    b.rows = rows;
+    b.cols = cols;
+    b.data.resize(static_cast<std::size_t>(rows * cols));
+  }
+  static float* row(buffer& b, std::int64_t t) { return b.data.data() + t * b.cols; }
+  static float const* row(buffer const& b, std::int64_t t) { return b.data.data() + t * b.cols; }
+
+  template <class Fn>
+  void per_row(std::int64_t n, Fn&& fn) {
+    pool_->parallel_for(n, [&](std::int64_t t0, std::int64_t t1) {
+      for (std::int64_t t = t0; t < t1; ++t) fn(t);
+    });
+  }
+
+  // GeGLU as llama.cpp's f16 path rounds it: by table, built once per process.
+  static kernels::cpu::kv_rows::gelu_f16_table<cpu_parts::gelu_tanh> const& gelu_f16() {
+    static kernels::cpu::kv_rows::gelu_f16_table<cpu_parts::gelu_tanh> const table;
+    return table;
+  }
+
+  static void glu_run(activation act, bool f16, float* g, float const* u, std::int64_t n) {
+    switch (act) {
+      case activation::gelu_tanh:
+        if (f16)
+          gelu_f16().mul(g, u, g, n);
+        else
+          kernels::cpu::vec_math::gelu_tanh_mul(g, u, g, n);
+        return;
+      case activation::silu:
+        for (std::int64_t i = 0; i < n; ++i) g[i] = cpu_parts::silu(g[i]) * u[i];
+        return;
+      case activation::relu2:
+        for (std::int64_t i = 0; i < n; ++i) {
+          float const r = g[i] > 0.0f ? g[i] : 0.0f;
+          g[i] = r * r * u[i];
+        }
+        return;
+    }
+  }
+
+  std::unique_ptr<kernels::cpu::thread_pool> pool_;
+  step step_;
+  std::vector<float> head_in_;
+  cpu_parts::moe_scratch moe_;
+  bool record_routes_ = false;
+  std::vector<std::vector<std::int32_t>> routes_;
+};
+
+static_assert(backend<cpu>);
+
+}  // namespace tf::backend

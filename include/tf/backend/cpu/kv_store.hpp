@@ -1,0 +1,304 @@
+#pragma once
+/// The CPU backend's KV store: per-layer K and V in pages (f32 or f16), K/V writes at each token's
+/// position, and causal attention over a row's pages. Each output element is summed in one fixed
+/// order, so results do not depend on the batch or the thread count.
+#include <kernels/cpu/attention_f16.hpp>
+#include <kernels/cpu/kv_rows.hpp>
+#include <kernels/cpu/thread_pool.hpp>
+#include <kernels/cpu/vec_math.hpp>
+#include <tf/backend/backend.hpp>
+#include <tf/backend/cpu/step.hpp>
+#include <tf/batch.hpp>
+#include <tf/error.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+namespace tf::backend::cpu_parts {
+
+/// K and V of every attention layer in `shape.num_pages` pages of `shape.page_tokens` positions.
+class kv_store {
+ public:
+  kv_store() = default;
+  kv_store(kv_shape shape, kv_layout layout) : kv_(shape), layout_(layout) {
+    if (kv_.num_pages <= 0 || kv_.page_tokens <= 0)
+      throw error("tf: KV storage needs pages > 0 and page_tokens > 0, got {} and {}",
+                  kv_.num_pages, kv_.page_tokens);
+    if (layout.layers < 0 || layout.kv_heads <= 0 || layout.head_dim <= 0)
+      throw error("tf: KV storage for {} layers of {} heads of {}", layout.layers,
+                  layout.kv_heads, layout.head_dim);
+    page_floats_ = static_cast<std::size_t>(kv_.page_tokens) *
+                   static_cast<std::size_t>(layout.kv_heads) *
+                   static_cast<std::size_t>(layout.head_dim);
+    std::size_t const per_layer = page_floats_ * static_cast<std::size_t>(kv_.num_pages);
+    auto const n = static_cast<std::size_t>(layout.layers);
+    if (kv_.dtype == kv_dtype::f32) {
+      k_.assign(n, std::vector<float>(per_layer, 0.0f));
+      v_.assign(n, std::vector<float>(per_layer, 0.0f));
+    } else {
+      k16_.assign(n, std::vector<std::uint16_t>(per_layer, 0));
+      v16_.assign(n, std::vector<std::uint16_t>(per_layer, 0));
+    }
+  }
+
+  kv_shape shape() const { return kv_; }
+  kv_layout layout() const { return layout_; }
+
+  /// Stores token t's K and V (kv_heads x head_dim each) at its position in `layer`'s pages.
+  void store(step const& s, int layer, std::int64_t t, float const* ks, float const* vs) {
+    std::int64_t const kv_dim = static_cast<std::int64_t>(layout_.kv_heads) * layout_.head_dim;
+    std::size_t const at = kv_at(s, t, s.position(t));
+    auto const l = static_cast<std::size_t>(layer);
+    if (kv_.dtype == kv_dtype::f32) {
+      std::copy_n(ks, kv_dim, k_[l].data() + at);
+      std::copy_n(vs, kv_dim, v_[l].data() + at);
+    } else {
+      kernels::cpu::kv_rows::to_f16(ks, k16_[l].data() + at, kv_dim);
+      kernels::cpu::kv_rows::to_f16(vs, v16_[l].data() + at, kv_dim);
+    }
+  }
+
+  /// Causal attention of the step's tokens over `layer`'s pages (see attention_params). q and out
+  /// are [n, heads, head_dim]; query head h reads KV head h / (heads / kv_heads).
+  void attend(kernels::cpu::thread_pool& pool, step const& s, int layer, float const* q,
+              float* out, attention_params const& a) const {
+    if (a.kv_heads != layout_.kv_heads || a.head_dim != layout_.head_dim || a.heads <= 0 ||
+        a.heads % a.kv_heads != 0)
+      throw error("tf: attention of {} heads over {} KV heads of {} against a store of {} x {}",
+                  a.heads, a.kv_heads, a.head_dim, layout_.kv_heads, layout_.head_dim);
+    float const scale =
+        a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(static_cast<float>(layout_.head_dim));
+    auto const l = static_cast<std::size_t>(layer);
+    std::int64_t const n = s.tokens();
+    if (kv_.dtype == kv_dtype::f32)
+      attention(pool, s, n, a.heads, q, out, k_[l].data(), v_[l].data(), scale, a.window,
+                a.softcap);
+    else
+      attention_f16(pool, s, n, a.heads, q, out, k16_[l].data(), v16_[l].data(), scale, a.window,
+                    a.softcap);
+  }
+
+ private:
+  // Element offset of position `pos` of token t's stream in one layer's storage.
+  std::size_t kv_at(step const& s, std::int64_t t, std::int32_t pos) const {
+    auto const& row = s.row_of(t);
+    auto const page = row.page_table[static_cast<std::size_t>(pos / kv_.page_tokens)];
+    std::size_t const offset = static_cast<std::size_t>(pos % kv_.page_tokens);
+    return static_cast<std::size_t>(page) * page_floats_ +
+           offset * static_cast<std::size_t>(layout_.kv_heads * layout_.head_dim);
+  }
+
+  static void cap_scores(float* s, std::int64_t n, float cap) {
+    for (std::int64_t i = 0; i < n; ++i) s[i] = cap * std::tanh(s[i] / cap);
+  }
+
+  // f16 KV as llama.cpp's CPU path computes it, bit for bit while a stream's positions are its
+  // cache cells: q and the probabilities rounded to f16, scores and outputs in its f16 dot order
+  // (a key's place in the sums set by its position), its exp, its 8-key softmax chunks. A work
+  // item is one token's G query heads of one KV head (G as in attention), so each K row is
+  // converted once for the G; every head's sums are the same for every G.
+  void attention_f16(kernels::cpu::thread_pool& pool, step const& s, std::int64_t n, std::int64_t nh,
+                     float const* q, float* att, std::uint16_t const* K, std::uint16_t const* V,
+                     float scale, std::int32_t window, float softcap) const {
+    by_head_group(pool.size(), n, nh, [&](auto g) {
+      attention_f16_in<decltype(g)::value>(pool, s, n, nh, q, att, K, V, scale, window, softcap);
+    });
+  }
+
+  // Work item w of a pass over G query heads at a time (per_kv items per KV head): its token, KV
+  // head, first query head and the keys lo..p it sees.
+  struct head_item {
+    std::int64_t t, kvh, h0;
+    std::int32_t lo, p;
+  };
+  head_item item_of(step const& s, std::int64_t w, int G, std::int64_t per_kv,
+                    std::int32_t window) const {
+    std::int64_t const t = w / (layout_.kv_heads * per_kv), kvh = w / per_kv % layout_.kv_heads;
+    std::int32_t const p = s.position(t);
+    std::int32_t const lo = window > 0 ? std::max(0, p - window + 1) : 0;
+    return {t, kvh, kvh * (per_kv * G) + w % per_kv * G, lo, p};
+  }
+
+  // Calls run(integral_constant<int, G>) with the largest G of 4, 2, 1 that divides a KV head's
+  // query heads and still gives each of `threads` an item (a token's G heads of one KV head).
+  template <class Run>
+  void by_head_group(int threads, std::int64_t n, std::int64_t nh, Run&& run) const {
+    std::int64_t const group = nh / layout_.kv_heads;
+    auto items = [&](std::int64_t g) { return n * layout_.kv_heads * (group / g); };
+    if (group % 4 == 0 && items(4) >= threads) return run(std::integral_constant<int, 4>{});
+    if (group % 2 == 0 && items(2) >= threads) return run(std::integral_constant<int, 2>{});
+    run(std::integral_constant<int, 1>{});
+  }
+
+  template <int G>
+  void attention_f16_in(kernels::cpu::thread_pool& pool, step const& s, std::int64_t n, std::int64_t nh,
+                        float const* q, float* att, std::uint16_t const* K, std::uint16_t const* V,
+                        float scale, std::int32_t window, float softcap) const {
+    namespace af = kernels::cpu::attention_f16;
+    namespace rows = kernels::cpu::kv_rows;
+    constexpr std::int32_t slots = af::key_slots;
+    constexpr std::int32_t ahead = 8;  // keys between a row's prefetch and its use
+    std::int64_t const hd = layout_.head_dim, q_dim = hd * nh, group = nh / layout_.kv_heads;
+    std::int64_t const per_kv = group / G;
+    pool.parallel_for(n * layout_.kv_heads * per_kv, [&](std::int64_t w0, std::int64_t w1) {
+      thread_local std::vector<float> scores, qs, probs;
+      thread_local std::vector<std::uint16_t const*> vrows;
+      qs.resize(static_cast<std::size_t>(G * hd));
+      for (std::int64_t w = w0; w < w1; ++w) {
+        auto const [t, kvh, h0, lo, p] = item_of(s, w, G, per_kv, window);
+        // Whole 32-key cycles around lo..p; the keys outside get no weight.
+        std::int32_t const a0 = lo - lo % slots, a1 = (p + slots) / slots * slots;
+        std::int64_t const span = a1 - a0;
+        auto row = [&](std::uint16_t const* base, std::int32_t j) {
+          return base + kv_at(s, t, j) + kvh * hd;
+        };
+        float const* qg[G];
+        for (int g = 0; g < G; ++g) {
+          rows::scale_round(q + t * q_dim + (h0 + g) * hd, scale, qs.data() + g * hd, hd);
+          qg[g] = qs.data() + g * hd;
+        }
+        scores.assign(static_cast<std::size_t>(G * span), -std::numeric_limits<float>::infinity());
+        float sc[G];
+        for (std::int32_t j = lo; j <= p; ++j) {
+          if (j + ahead <= p) rows::prefetch_row(row(K, j + ahead), hd);
+          af::dot_heads<G>(qg, row(K, j), hd, sc);
+          for (int g = 0; g < G; ++g) scores[static_cast<std::size_t>(g * span + j - a0)] = sc[g];
+        }
+        if (softcap > 0.0f)
+          for (int g = 0; g < G; ++g) cap_scores(scores.data() + g * span + (lo - a0), p - lo + 1, softcap);
+        float inv[G];
+        for (int g = 0; g < G; ++g) {
+          float* sg = scores.data() + g * span;
+          float const mx = kernels::cpu::vec_math::max_of(sg, span);
+          inv[g] = static_cast<float>(1.0 / af::exp_chunks(sg, span, mx));
+        }
+        // Values per head from the row pointers and f16-rounded probabilities of lo..p.
+        std::int64_t const m = p - lo + 1;
+        vrows.resize(static_cast<std::size_t>(m));
+        probs.resize(static_cast<std::size_t>(m));
+        for (std::int32_t j = lo; j <= p; ++j) vrows[static_cast<std::size_t>(j - lo)] = row(V, j);
+        for (int g = 0; g < G; ++g) {
+          float const* sg = scores.data() + g * span + (lo - a0);
+          rows::scale_round(sg, inv[g], probs.data(), m);
+          af::weighted_sum(vrows.data(), probs.data(), m, lo % slots, hd,
+                           att + t * q_dim + (h0 + g) * hd);
+        }
+      }
+    });
+  }
+
+  // T is float (f32 KV) or std::uint16_t (f16 KV, where q and the probabilities are rounded to
+  // f16 as well, as llama.cpp's CPU path does). A work item is one token's G query heads of one
+  // KV head, so each K and V row is read and converted once for the G; G is as large as still
+  // gives every thread an item, and each score and output has the same bits for every G.
+  template <class T>
+  void attention(kernels::cpu::thread_pool& pool, step const& s, std::int64_t n, std::int64_t nh, float const* q,
+                 float* att, T const* K, T const* V, float scale, std::int32_t window, float softcap) const {
+    by_head_group(pool.size(), n, nh, [&](auto g) {
+      attention_in<decltype(g)::value>(pool, s, n, nh, q, att, K, V, scale, window, softcap);
+    });
+  }
+
+  template <int G, class T>
+  void attention_in(kernels::cpu::thread_pool& pool, step const& s, std::int64_t n, std::int64_t nh,
+                    float const* q, float* att, T const* K, T const* V, float scale,
+                    std::int32_t window, float softcap) const {
+    namespace rows = kernels::cpu::kv_rows;
+    // Keys per pass: G * KP sums (or weights) fit in the registers.
+    constexpr int KP = G == 4 ? 2 : 4;
+    constexpr std::int32_t ahead = 8;  // keys between a row's prefetch and its use
+    std::int64_t const hd = layout_.head_dim;
+    std::int64_t const q_dim = hd * nh, group = nh / layout_.kv_heads, per_kv = group / G;
+    pool.parallel_for(n * layout_.kv_heads * per_kv, [&](std::int64_t w0, std::int64_t w1) {
+      thread_local std::vector<float> scores, qs;
+      qs.resize(static_cast<std::size_t>(G * hd));
+      for (std::int64_t w = w0; w < w1; ++w) {
+        auto const [t, kvh, h0, lo, p] = item_of(s, w, G, per_kv, window);
+        std::int64_t const nk = p - lo + 1;
+        float const* qg[G];
+        float* out[G];
+        for (int g = 0; g < G; ++g) {
+          float const* qh = q + t * q_dim + (h0 + g) * hd;
+          float* qd = qs.data() + g * hd;
+          if constexpr (std::is_same_v<T, float>) {
+            for (std::int64_t d = 0; d < hd; ++d) qd[d] = qh[d] * scale;
+          } else {
+            rows::scale_round(qh, scale, qd, hd);
+          }
+          qg[g] = qd;
+          out[g] = att + t * q_dim + (h0 + g) * hd;
+        }
+        scores.resize(static_cast<std::size_t>(G * nk));
+        auto row = [&](T const* base, std::int32_t j) {
+          return base + kv_at(s, t, j) + kvh * hd;
+        };
+        // Scores [G, nk]: KP keys at a time against the G heads.
+        float s[G * KP];
+        std::int32_t j = lo;
+        for (; j + KP <= p + 1; j += KP) {
+          for (std::int32_t u = j + ahead; u < j + ahead + KP && u <= p; ++u)
+            rows::prefetch_row(row(K, u), hd);
+          T const* kj[KP];
+          for (int k = 0; k < KP; ++k) kj[k] = row(K, j + k);
+          rows::dot_heads<G, KP>(qg, kj, hd, s);
+          for (int g = 0; g < G; ++g)
+            for (int k = 0; k < KP; ++k)
+              scores[static_cast<std::size_t>(g * nk + j - lo + k)] = s[g * KP + k];
+        }
+        for (; j <= p; ++j) {
+          T const* kj[1] = {row(K, j)};
+          rows::dot_heads<G, 1>(qg, kj, hd, s);
+          for (int g = 0; g < G; ++g) scores[static_cast<std::size_t>(g * nk + j - lo)] = s[g];
+        }
+        // Softmax per head; then the probabilities, rounded to f16 with an f16 cache.
+        for (int g = 0; g < G; ++g) {
+          float* sg = scores.data() + g * nk;
+          if (softcap > 0.0f) cap_scores(sg, nk, softcap);
+          float const mx = kernels::cpu::vec_math::max_of(sg, nk);
+          double z = 0.0;
+          for (std::int64_t i = 0; i < nk; ++i) {
+            sg[i] = std::exp(sg[i] - mx);
+            z += sg[i];
+          }
+          float const inv = static_cast<float>(1.0 / z);
+          if constexpr (std::is_same_v<T, float>) {
+            for (std::int64_t i = 0; i < nk; ++i) sg[i] *= inv;
+          } else {
+            rows::scale_round(sg, inv, sg, nk);
+          }
+          std::fill_n(out[g], hd, 0.0f);
+        }
+        // out[g] += p[g][j] v[j] for j in order, KP values at a time.
+        float a[G * KP];
+        for (j = lo; j + KP <= p + 1; j += KP) {
+          for (std::int32_t u = j + ahead; u < j + ahead + KP && u <= p; ++u)
+            rows::prefetch_row(row(V, u), hd);
+          T const* vj[KP];
+          for (int k = 0; k < KP; ++k) vj[k] = row(V, j + k);
+          for (int g = 0; g < G; ++g)
+            for (int k = 0; k < KP; ++k)
+              a[g * KP + k] = scores[static_cast<std::size_t>(g * nk + j - lo + k)];
+          rows::axpy_heads<G, KP>(a, vj, out, hd);
+        }
+        for (; j <= p; ++j) {
+          T const* vj[1] = {row(V, j)};
+          for (int g = 0; g < G; ++g) a[g] = scores[static_cast<std::size_t>(g * nk + j - lo)];
+          rows::axpy_heads<G, 1>(a, vj, out, hd);
+        }
+      }
+    });
+  }
+
+  kv_shape kv_;
+  kv_layout layout_;
+  std::size_t page_floats_ = 0;
+  // [num_pages, page_tokens, num_kv_heads, head_dim] per layer
+  std::vector<std::vector<float>> k_, v_;
+  std::vector<std::vector<std::uint16_t>> k16_, v16_;
+};
+
+}  // namespace tf::backend::cpu_parts

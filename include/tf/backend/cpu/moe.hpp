@@ -1,0 +1,165 @@
+#pragma once
+/// The CPU backend's mixture of experts: routing (softmax top-k, or sigmoid with a correction bias
+/// over the best groups) and the experts, each run once over the rows that picked it. A row's
+/// result is summed in slot order, so it does not depend on what else is in the batch.
+#include <kernels/cpu/thread_pool.hpp>
+#include <tf/backend/backend.hpp>
+#include <tf/backend/cpu/math.hpp>
+#include <tf/backend/cpu/matrix.hpp>
+#include <tf/error.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+namespace tf::backend::cpu_parts {
+
+/// One expert's gated MLP: gate and up are [n_ff, hidden], down is [hidden, n_ff].
+struct expert {
+  matrix gate, up, down;
+};
+
+/// The k highest of n scores, highest first; equal scores go to the lower index, so the pick
+/// never depends on anything but the scores.
+inline void top_k(float const* scores, char const* allowed, int n, int k, std::int32_t* out) {
+  for (int s = 0; s < k; ++s) {
+    int best = -1;
+    for (int e = 0; e < n; ++e) {
+      bool taken = allowed && !allowed[e];
+      for (int p = 0; p < s; ++p) taken = taken || out[p] == e;
+      if (!taken && (best < 0 || scores[e] > scores[best])) best = e;
+    }
+    if (best < 0) throw error("tf: MoE routing found no expert for slot {} of {}", s, k);
+    out[s] = best;
+  }
+}
+
+/// Picks r.k experts for one token from its router logits [r.experts] into pick/weight [r.k].
+inline void route(routing_params const& r, float const* logits, float const* bias,
+                  std::int32_t* pick, float* weight) {
+  int const E = r.experts, K = r.k;
+  if (K <= 0 || K > E) throw error("tf: top-{} of {} experts", K, E);
+  thread_local std::vector<float> s, c;
+  thread_local std::vector<char> keep;
+  s.resize(static_cast<std::size_t>(E));
+  if (r.kind == routing_kind::softmax_top_k) {
+    float const mx = *std::max_element(logits, logits + E);
+    double z = 0.0;
+    for (int e = 0; e < E; ++e) z += std::exp(static_cast<double>(logits[e] - mx));
+    for (int e = 0; e < E; ++e)
+      s[static_cast<std::size_t>(e)] =
+          static_cast<float>(std::exp(static_cast<double>(logits[e] - mx)) / z);
+    top_k(s.data(), nullptr, E, K, pick);
+    float sum = 0.0f;
+    for (int k = 0; k < K; ++k) sum += weight[k] = s[static_cast<std::size_t>(pick[k])];
+    for (int k = 0; k < K; ++k)
+      weight[k] = (r.normalize ? weight[k] / sum : weight[k]) * (r.scale == 1.0f ? 1.0f : r.scale);
+    return;
+  }
+  // sigmoid_groups: choose by score + bias within the best groups (a group's score is the sum of
+  // its two best), weigh by the unbiased score.
+  c.resize(s.size());
+  keep.assign(static_cast<std::size_t>(E), 1);
+  for (int e = 0; e < E; ++e) {
+    s[static_cast<std::size_t>(e)] = 1.0f / (1.0f + std::exp(-logits[e]));
+    c[static_cast<std::size_t>(e)] = s[static_cast<std::size_t>(e)] + (bias ? bias[e] : 0.0f);
+  }
+  int const G = r.groups, per = E / std::max(1, G);
+  if (G > 1) {
+    std::vector<float> gs(static_cast<std::size_t>(G));
+    for (int g = 0; g < G; ++g) {
+      float b1 = -std::numeric_limits<float>::infinity(), b2 = b1;
+      for (int e = g * per; e < (g + 1) * per; ++e) {
+        float const v = c[static_cast<std::size_t>(e)];
+        if (v > b1) {
+          b2 = b1;
+          b1 = v;
+        } else if (v > b2) {
+          b2 = v;
+        }
+      }
+      gs[static_cast<std::size_t>(g)] = per > 1 ? b1 + b2 : b1;
+    }
+    std::vector<std::int32_t> best(static_cast<std::size_t>(r.top_groups));
+    top_k(gs.data(), nullptr, G, r.top_groups, best.data());
+    std::fill(keep.begin(), keep.end(), 0);
+    for (auto g : best)
+      std::fill_n(keep.begin() + static_cast<std::ptrdiff_t>(g) * per, per, char{1});
+  }
+  top_k(c.data(), keep.data(), E, K, pick);
+  double sum = 0.0;
+  for (int k = 0; k < K; ++k) sum += weight[k] = s[static_cast<std::size_t>(pick[k])];
+  for (int k = 0; k < K; ++k)
+    weight[k] = r.normalize ? static_cast<float>(weight[k] / (sum + 1e-20)) * r.scale
+                            : weight[k] * r.scale;
+}
+
+/// Working memory of one MoE call.
+struct moe_scratch {
+  std::vector<float> logits, weight, results, xb, g, u, y;
+  std::vector<std::int32_t> pick;
+  std::vector<std::size_t> slots;
+};
+
+/// out [n, hidden] = sum over slots k (in order) of w_k * expert_k(x) (+ shared(x)), where each
+/// expert is down(act(gate x) * up x) and x is [n, hidden]. Unchosen experts are never read.
+template <class Glu>
+void run_moe(kernels::cpu::thread_pool& pool, routing_params const& r, matrix const& router,
+             float const* bias, std::span<expert const> experts, expert const* shared,
+             float const* x, std::int64_t n, float* out, Glu&& glu, moe_scratch& m) {
+  if (static_cast<int>(experts.size()) != r.experts)
+    throw error("tf: MoE layer has {} experts, its routing {}", experts.size(), r.experts);
+  std::int64_t const hidden = router.cols, K = r.k;
+  auto const h = static_cast<std::size_t>(hidden);
+  m.logits.resize(static_cast<std::size_t>(n * r.experts));
+  m.pick.resize(static_cast<std::size_t>(n * K));
+  m.weight.resize(m.pick.size());
+  matmul(pool, router, x, m.logits.data(), n);
+  for (std::int64_t t = 0; t < n; ++t)
+    route(r, m.logits.data() + t * r.experts, bias, m.pick.data() + t * K,
+          m.weight.data() + t * K);
+  auto run = [&](expert const& e, float const* xs, std::int64_t rows, float* ys) {
+    auto const f = static_cast<std::size_t>(e.gate.rows) * static_cast<std::size_t>(rows);
+    m.g.resize(f);
+    m.u.resize(f);
+    std::pair<matrix const*, float*> const gu[] = {{&e.gate, m.g.data()}, {&e.up, m.u.data()}};
+    matmul_group(pool, gu, xs, rows);
+    glu(m.g.data(), m.u.data(), static_cast<std::int64_t>(f));
+    matmul(pool, e.down, m.g.data(), ys, rows);
+  };
+  // Each expert once over the (row, slot)s that picked it; results kept per (row, slot).
+  auto const n_slots = static_cast<std::size_t>(n * K);
+  m.results.resize(n_slots * h);
+  for (std::size_t e = 0; e < experts.size(); ++e) {
+    m.slots.clear();
+    for (std::size_t i = 0; i < n_slots; ++i)
+      if (static_cast<std::size_t>(m.pick[i]) == e) m.slots.push_back(i);
+    if (m.slots.empty()) continue;
+    m.xb.resize(m.slots.size() * h);
+    for (std::size_t j = 0; j < m.slots.size(); ++j)
+      std::copy_n(x + (m.slots[j] / static_cast<std::size_t>(K)) * h, h, m.xb.data() + j * h);
+    m.y.resize(m.xb.size());
+    run(experts[e], m.xb.data(), static_cast<std::int64_t>(m.slots.size()), m.y.data());
+    for (std::size_t j = 0; j < m.slots.size(); ++j)
+      std::copy_n(m.y.data() + j * h, h, m.results.data() + m.slots[j] * h);
+  }
+  if (shared)
+    run(*shared, x, n, out);
+  else
+    std::fill_n(out, n * hidden, 0.0f);
+  for (std::int64_t t = 0; t < n; ++t) {
+    float* y = out + t * hidden;
+    for (std::int64_t i = 0; i < hidden; ++i) {
+      float acc = 0.0f;
+      for (std::int64_t k = 0; k < K; ++k)
+        acc += m.weight[static_cast<std::size_t>(t * K + k)] *
+               m.results[static_cast<std::size_t>((t * K + k) * hidden + i)];
+      y[i] = acc + y[i];
+    }
+  }
+}
+
+}  // namespace tf::backend::cpu_parts

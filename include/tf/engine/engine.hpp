@@ -1,0 +1,96 @@
+#pragma once
+/// tf::engine<Family, Backend>: a family's forward on a backend. It owns the backend (its threads
+/// and buffers), the bound weights and the KV store, and runs one batch of rows per forward().
+#include <tf/backend/backend.hpp>
+#include <tf/batch.hpp>
+#include <tf/error.hpp>
+#include <tf/family.hpp>
+#include <tf/model/model_file.hpp>
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <utility>
+
+namespace tf {
+
+/// Throws, naming the family and the backend, where the family has no forward on the backend.
+template <class Family, class Backend>
+void require_forward() {
+  if constexpr (!has_forward<Family, Backend>)
+    throw error("tf: the '{}' family is recognised but has no forward pass on the {} backend yet",
+                Family::name, Backend::name);
+}
+
+template <class Family, class Backend>
+class engine {
+  static_assert(family_check<Family>::ok);
+  static_assert(backend::backend<Backend>,
+                "tf: the backend must model tf::backend::backend (include/tf/backend/backend.hpp): "
+                "name, memory, its buffer types and the forward's operations.");
+  static_assert(has_forward<Family, Backend>,
+                "tf: this family has no forward: declare `template <class B> using model = "
+                "YourModel<B>;` in its traits (see docs/adding-a-family.md).");
+
+ public:
+  using family = Family;
+  using backend_type = Backend;
+  using pool = pool_of<Family>;
+  using model_type = typename Family::template model<Backend>;
+  using weights = typename model_type::weights;
+  using hparams_type = typename model_type::hparams;
+  using options = typename Backend::options;
+
+  static constexpr std::string_view family_name = Family::name;
+  static constexpr bool binds_kv_pool = tf::binds_kv_pool<Family>;
+
+  /// Binds the weights of `file` (which must outlive the engine) and sizes the KV store.
+  engine(model::model_file const& file, kv_shape kv, options o = {})
+      : be_(o), model_(model_type::load(file, be_)), kv_(make_kv(kv)) {}
+
+  /// An engine over weights already bound (to a backend of the same kind).
+  engine(weights w, kv_shape kv, options o = {})
+      : be_(o), model_(std::move(w)), kv_(make_kv(kv)) {}
+
+  engine(engine const&) = delete;
+  engine& operator=(engine const&) = delete;
+
+  /// The file's hyper-parameters, its KV bytes per position and its trained context length,
+  /// without binding anything (the memory budget reads these before the weights load).
+  static hparams_type read_hparams(model::model_file const& file) {
+    return model_type::read_hparams(file);
+  }
+  static std::uint64_t kv_bytes_per_token(model::model_file const& file, kv_dtype dtype) {
+    return backend::kv_bytes_per_token(model_type::kv_layout(read_hparams(file)), dtype);
+  }
+  static std::int64_t context_length(model::model_file const& file) {
+    return read_hparams(file).context_length;
+  }
+
+  /// Runs every row; writes logits [logits_rows(rows), vocab] in row order.
+  void forward(std::span<batch_row const> rows, float* logits) {
+    auto const& step = be_.begin(rows, kv_, vocab_size());
+    model_.forward(be_, kv_, step, logits);
+  }
+
+  std::int64_t vocab_size() const { return model_.bound().hp.vocab_size; }
+  hparams_type const& hparams() const { return model_.bound().hp; }
+  weights const& bound_weights() const { return model_.bound(); }
+  kv_shape kv() const { return kv_.shape(); }
+  Backend& backend() { return be_; }
+
+  // What the lane host reads (serve::batched_model).
+  std::size_t page_tokens() const { return static_cast<std::size_t>(kv_.shape().page_tokens); }
+  std::size_t num_pages() const { return static_cast<std::size_t>(kv_.shape().num_pages); }
+
+ private:
+  typename Backend::kv_store make_kv(kv_shape kv) {
+    return be_.make_kv_store(kv, model_type::kv_layout(model_.bound().hp));
+  }
+
+  Backend be_;
+  model_type model_;
+  typename Backend::kv_store kv_;
+};
+
+}  // namespace tf

@@ -1,0 +1,29 @@
+#pragma once
+/// The mixture-of-experts block, written once for every backend: the router, the family's routing
+/// and the chosen experts (SwiGLU), plus a shared expert where the family has one.
+#include <tf/backend/backend.hpp>
+
+#include <optional>
+#include <vector>
+
+namespace tf::layers {
+
+/// One MoE layer's weights: router [experts, hidden], an optional correction bias [experts] for
+/// sigmoid routing, the experts and an optional shared expert.
+template <class B>
+struct moe_weights {
+  typename B::matrix router;
+  typename B::vector router_bias;
+  std::vector<typename B::expert> experts;
+  std::optional<typename B::expert> shared;
+};
+
+/// out = sum over the token's picks of weight * expert(xn) (+ shared(xn)).
+template <class B>
+void moe(B& be, typename B::step const& s, moe_weights<B> const& w,
+         backend::routing_params const& r, typename B::buffer const& xn,
+         typename B::buffer& out) {
+  be.moe(s, r, w.router, w.router_bias, w.experts, w.shared ? &*w.shared : nullptr, xn, out);
+}
+
+}  // namespace tf::layers
