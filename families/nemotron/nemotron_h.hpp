@@ -2,6 +2,7 @@
 /// Nemotron-H (nemotron_h, nemotron_h_moe): hybrid Mamba2 + attention; hyper-parameters, tensor map
 /// and traits. Its pool holds KV pages for the attention layers and recurrent-state slots.
 #include <tf/family.hpp>
+#include <tf/kv/hybrid_pool.hpp>
 #include <tf/model/tensor_names.hpp>
 
 #include <array>
@@ -87,7 +88,6 @@ struct nemotron_h {
   static constexpr std::array<std::string_view, 2> arch_names{"nemotron_h", "nemotron_h_moe"};
   using ledger_pool = tf::ledgerPool<tf::kv::hybrid_pool>;
   static constexpr bool per_request_admission = true;
-  static constexpr bool has_forward = false;
   using hparams = nemotron_h_hparams;
 };
 

@@ -8,7 +8,6 @@ struct both_pools {
   using kv_pool = tf::kvPool<tf::kv::paged_pool>;
   using ledger_pool = tf::ledgerPool<tf::kv::hybrid_pool>;
   static constexpr bool per_request_admission = true;
-  static constexpr bool has_forward = false;
   using hparams = int;
 };
 }  // namespace broken

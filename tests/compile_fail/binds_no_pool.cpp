@@ -6,7 +6,6 @@ struct no_pool {
   static constexpr std::string_view name = "no_pool";
   static constexpr std::array<std::string_view, 1> arch_names{"no_pool"};
   static constexpr bool per_request_admission = true;
-  static constexpr bool has_forward = false;
   using hparams = int;
 };
 }  // namespace broken

@@ -8,7 +8,6 @@ struct uncountable {
   static constexpr std::array<std::string_view, 1> arch_names{"uncountable"};
   using ledger_pool = tf::ledgerPool<not_a_pool>;
   static constexpr bool per_request_admission = true;
-  static constexpr bool has_forward = false;
   using hparams = int;
 };
 }  // namespace broken

@@ -1,39 +1,88 @@
-// A downstream family, registered by writing one traits struct and naming it in a registry.
+// A downstream project: opens a committed tiny model through <tf/engine.hpp>, generates greedy
+// tokens and checks them against the fixture's expected ones; then registers a family of its own
+// (Gemma 3's decoder written again from the shared layers) and runs the same check through it.
 #include <tf/engine.hpp>
 
+#include <cmath>
 #include <cstdio>
-#include <string>
+#include <fstream>
+#include <utility>
+#include <vector>
 
 namespace my {
-struct toy_hparams {
-  int hidden_size = 8;
+namespace gemma = tf::families::gemma;
+
+// Pre-norm attention and GeGLU between Gemma's sandwich norms, from tf::layers.
+template <class B>
+struct twin_model {
+  using hparams = gemma::gemma3_hparams;
+  using weights = gemma::gemma3_weights<B>;
+  static hparams read_hparams(tf::model::model_file const& f) { return gemma::read_hparams(f); }
+  static weights load(tf::model::model_file const& f, B& be) { return gemma::load_weights(f, be); }
+  static tf::backend::kv_layout kv_layout(hparams const& hp) {
+    return {hp.num_layers, hp.num_kv_heads, hp.head_dim};
+  }
+  explicit twin_model(weights w) : w_(std::move(w)) {}
+  weights const& bound() const { return w_; }
+
+  void forward(B& be, typename B::kv_store& kv, typename B::step const& s, float* logits) {
+    auto const& hp = w_.hp;
+    tf::layers::attention_config c{{hp.num_heads, hp.num_kv_heads, hp.head_dim,
+                                    1.0f / std::sqrt(hp.query_pre_attn_scalar)},
+                                   {},
+                                   hp.rms_norm_eps};
+    be.embed(s, w_.embd, x_, std::sqrt(static_cast<float>(hp.hidden_size)));
+    for (int l = 0; l < hp.num_layers; ++l) {
+      auto const& L = w_.layers[static_cast<std::size_t>(l)];
+      c.attn.window = hp.is_sliding(l) ? hp.sliding_window : 0;
+      c.rope.theta = hp.is_sliding(l) ? hp.rope_theta_local : hp.rope_theta_global;
+      be.rmsnorm(x_, L.attn_norm, xn_, hp.rms_norm_eps);
+      tf::layers::attention(be, s, kv, l, L.attn, c, xn_, o_, att_);
+      be.residual(x_, o_, &L.post_attn_norm, &L.ffn_norm, hp.rms_norm_eps);
+      tf::layers::gated_mlp(be, s, L.mlp, tf::backend::activation::gelu_tanh, o_, xn_, mlp_);
+      be.residual(x_, xn_, &L.post_ffw_norm, nullptr, hp.rms_norm_eps);
+    }
+    be.logits(s, x_, w_.output_norm, w_.output, hp.rms_norm_eps, 0.0f, logits);
+  }
+
+ private:
+  weights w_;
+  typename B::buffer x_, xn_, o_;
+  tf::layers::attention_buffers<B> att_;
+  tf::layers::mlp_buffers<B> mlp_;
 };
-struct toy {
-  static constexpr std::string_view name = "toy";
-  static constexpr std::array<std::string_view, 2> arch_names{"toy", "toy_text"};
+
+struct twin {
+  static constexpr std::string_view name = "gemma3_twin";
+  static constexpr std::array<std::string_view, 1> arch_names{"gemma3"};
   using kv_pool = tf::kvPool<tf::kv::paged_pool>;
-  static constexpr bool per_request_admission = false;
-  static constexpr bool has_forward = false;
-  using hparams = toy_hparams;
+  static constexpr bool per_request_admission = true;
+  using hparams = gemma::gemma3_hparams;
+  template <class B>
+  using model = twin_model<B>;
 };
 }  // namespace my
 
-using my_registry = tf::families::builtin::with<my::toy>;
+// Greedy tokens of the fixture's first prompt through `Registry`, checked against expected.json.
+template <class Registry>
+bool greedy_matches(std::string const& dir) {
+  auto const expected = nlohmann::json::parse(std::ifstream(dir + "/expected.json"));
+  auto const& p = expected.at("prompts").at(0);
+  auto const prompt = p.at("prompt").get<std::vector<std::int32_t>>();
+  auto const want = p.at("greedy").get<std::vector<std::int32_t>>();
+  tf::open_options o;
+  o.kv = tf::kv_dtype::f32;  // the fixture's reference ran in f32
+  auto model = tf::open<Registry>(dir + "/tiny-f32.gguf", o);
+  auto const got = model->generate(prompt, {}, static_cast<int>(want.size())).tokens;
+  std::printf("%s: %zu tokens, %s\n", std::string(model->family()).c_str(), got.size(),
+              got == want ? "as expected" : "DIFFERENT");
+  return got == want;
+}
 
-int main() {
-  std::string got = my_registry::dispatch("toy_text", [](auto t) {
-    using F = typename decltype(t)::type;
-    using E = tf::engine<F, tf::backend::cpu>;
-    return std::string(E::family_name) + (E::binds_kv_pool ? "/kvPool" : "/ledgerPool");
-  });
-  std::string gemma =
-      my_registry::dispatch("gemma3", [](auto t) { return std::string(decltype(t)::type::name); });
-  bool refused = false;
-  try {
-    my_registry::dispatch("nope", [](auto) {});
-  } catch (tf::error const&) {
-    refused = true;
-  }
-  std::printf("consumer: %s %s refused=%d\n", got.c_str(), gemma.c_str(), refused);
-  return got == "toy/kvPool" && gemma == "gemma3" && refused ? 0 : 1;
+int main(int argc, char** argv) {
+  if (argc < 2) return std::puts("usage: consumer FIXTURES_DIR/gemma/tiny"), 2;
+  bool const builtin = greedy_matches<tf::families::builtin>(argv[1]);
+  bool const own = greedy_matches<tf::families::registry<my::twin>>(argv[1]);
+  std::printf("consumer: builtin=%d own=%d\n", builtin, own);
+  return builtin && own ? 0 : 1;
 }

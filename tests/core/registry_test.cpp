@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace {
@@ -52,9 +54,35 @@ TEST_CASE("families bind exactly one pool trait") {
 }
 
 TEST_CASE("a family without a forward says so at run time") {
-  using E = tf::engine<tf::families::nemotron::nemotron_h, tf::backend::cpu>;
-  CHECK_THROWS_WITH(E::require_forward(), Catch::Contains("'nemotron_h' family is recognised"));
-  CHECK_NOTHROW(tf::engine<tf::families::qwen::qwen3, tf::backend::cpu>::require_forward());
+  using namespace tf::families;
+  // Whether a family runs on a backend is derived from its traits' `model` member.
+  STATIC_REQUIRE_FALSE(tf::has_forward<nemotron::nemotron_h, tf::backend::cpu>);
+  STATIC_REQUIRE(tf::has_forward<gemma::gemma3, tf::backend::cpu>);
+  STATIC_REQUIRE(tf::has_forward<glm::glm4_moe, tf::backend::cpu>);
+  CHECK_THROWS_WITH((tf::require_forward<nemotron::nemotron_h, tf::backend::cpu>()),
+                    Catch::Contains("'nemotron_h' family is recognised"));
+  CHECK_NOTHROW(tf::require_forward<qwen::qwen3, tf::backend::cpu>());
+  // tf::open of a file with that architecture refuses it with the same message.
+  auto const path = std::filesystem::temp_directory_path() / "tf_registry_nemotron_h.gguf";
+  {
+    std::ofstream f(path, std::ios::binary);
+    auto u32 = [&](std::uint32_t v) { f.write(reinterpret_cast<char const*>(&v), 4); };
+    auto u64 = [&](std::uint64_t v) { f.write(reinterpret_cast<char const*>(&v), 8); };
+    auto str = [&](std::string const& s) {
+      u64(s.size());
+      f.write(s.data(), static_cast<std::streamsize>(s.size()));
+    };
+    f.write("GGUF", 4);
+    u32(3);  // version
+    u64(0);  // tensors
+    u64(1);  // metadata entries
+    str("general.architecture");
+    u32(8);  // string
+    str("nemotron_h");
+  }
+  CHECK_THROWS_WITH(tf::open(path), Catch::Contains("'nemotron_h' family is recognised but has no "
+                                                    "forward pass on the cpu backend"));
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("tensor maps expand per-layer names") {

@@ -2,8 +2,10 @@
 // (fixtures/gemma/llama_goldens.json, made by fixtures/scripts/make_llama_goldens.py) and
 // transformers' logits on the same file (fixtures/gemma/hf_gguf_logits.json), plus bit-identity
 // across thread counts and batch sizes. Skips when the model file is absent.
-#include <families/gemma/gemma3_generator.hpp>
-#include <families/gemma/gemma3_load.hpp>
+#include <families/gemma/gemma3.hpp>
+#include <tf/backend/cpu.hpp>
+#include <tf/engine/engine.hpp>
+#include <tf/engine/stream.hpp>
 #include <tf/model/default_model.hpp>
 
 #include <catch2/catch.hpp>
@@ -19,8 +21,29 @@
 #include <vector>
 
 namespace gemma = tf::families::gemma;
+using engine = tf::engine<gemma::gemma3, tf::backend::cpu>;
+using weights = engine::weights;
 
 namespace {
+
+tf::backend::cpu binder;  // binds weights for the engines below (host memory: any CPU engine)
+
+weights load_weights(tf::model::model_file const& file) {
+  return gemma::load_weights(file, binder);
+}
+
+// One stream of `context` positions in pages of `page_tokens`.
+struct generator {
+  engine e;
+  tf::stream<engine> s;
+  generator(weights w, std::int32_t context, int threads, std::int32_t page_tokens,
+            tf::kv_dtype dtype)
+      : e(std::move(w), tf::one_stream_shape(context, page_tokens, dtype), {threads}), s(e) {}
+  void reset() { s.reset(); }
+  engine& forward() { return e; }
+  std::span<float const> feed(std::span<std::int32_t const> t) { return s.feed(t); }
+  std::span<float const> feed_all(std::span<std::int32_t const> t) { return s.feed_all(t); }
+};
 
 struct golden {
   std::string kind;
@@ -80,7 +103,7 @@ TEST_CASE(
   auto goldens = load_goldens();
   REQUIRE(goldens.size() >= 8);
   // f16 KV as llama.cpp keeps it, so both round q, K, V and the probabilities alike.
-  gemma::generator gen(gemma::load_weights(*file), 256, 2, 256, gemma::kv_dtype::f16);
+  generator gen(load_weights(*file), 256, 2, 256, tf::kv_dtype::f16);
   auto const V = static_cast<std::size_t>(gen.forward().vocab_size());
   int agree = 0, total = 0, exact = 0, llama_batched = 0, llama_single = 0;
   bool const x86 = tf::kernels::cpu::default_isa() != tf::kernels::cpu::isa::portable;
@@ -155,7 +178,7 @@ TEST_CASE("default model: logits bit-identical to llama.cpp's one-token-at-a-tim
   auto const j = nlohmann::json::parse(in);
   REQUIRE(j.at("prompts").size() >= 4);
   for (int threads : {1, 2}) {
-    gemma::generator gen(gemma::load_weights(*file), 256, threads, 256, gemma::kv_dtype::f16);
+    generator gen(load_weights(*file), 256, threads, 256, tf::kv_dtype::f16);
     auto const V = static_cast<std::size_t>(gen.forward().vocab_size());
     int rows = 0, same = 0;
     for (auto const& p : j.at("prompts")) {
@@ -200,7 +223,7 @@ TEST_CASE("default model against transformers on the dequantized GGUF (f32 KV)")
   std::ifstream in(std::string(TF_FIXTURES_DIR) + "/gemma/hf_gguf_logits.json");
   REQUIRE(in.good());
   auto const j = nlohmann::json::parse(in);
-  gemma::generator gen(gemma::load_weights(*file), 256, 2, 256, gemma::kv_dtype::f32);
+  generator gen(load_weights(*file), 256, 2, 256, tf::kv_dtype::f32);
   auto const V = static_cast<std::size_t>(gen.forward().vocab_size());
   int agree = 0, total = 0, n = 0;
   double worst = 0.0, sum = 0.0;
@@ -242,17 +265,17 @@ TEST_CASE("default model: threads 1 vs 2 and batch 1 vs 8 give bit-identical log
     return;
   }
   auto goldens = load_goldens();
-  auto w = gemma::load_weights(*file);
+  auto w = load_weights(*file);
   auto const V = static_cast<std::size_t>(w.hp.vocab_size);
   std::int32_t const pt = 16;
   std::size_t const n = 8;
   // Alone, one thread: each prompt's last logits.
   std::vector<std::vector<float>> solo;
   {
-    gemma::gemma3_forward fwd(w, {8, pt}, 1);
+    engine fwd(w, {8, pt}, {1});
     std::vector<std::int32_t> table{0, 1, 2, 3, 4, 5, 6, 7};
     for (std::size_t i = 0; i < n; ++i) {
-      gemma::batch_row row{goldens[i].prompt, 0, table};
+      tf::batch_row row{goldens[i].prompt, 0, table};
       std::vector<float> out(V);
       fwd.forward({&row, 1}, out.data());
       solo.push_back(out);
@@ -260,10 +283,10 @@ TEST_CASE("default model: threads 1 vs 2 and batch 1 vs 8 give bit-identical log
   }
   // Two threads, alone.
   {
-    gemma::gemma3_forward fwd(w, {8, pt}, 2);
+    engine fwd(w, {8, pt}, {2});
     std::vector<std::int32_t> table{7, 6, 5, 4, 3, 2, 1, 0};
     for (std::size_t i = 0; i < n; ++i) {
-      gemma::batch_row row{goldens[i].prompt, 0, table};
+      tf::batch_row row{goldens[i].prompt, 0, table};
       std::vector<float> out(V);
       fwd.forward({&row, 1}, out.data());
       INFO("prompt " << i << ", 2 threads vs 1");
@@ -271,9 +294,9 @@ TEST_CASE("default model: threads 1 vs 2 and batch 1 vs 8 give bit-identical log
     }
   }
   // Eight streams in one forward, two threads.
-  gemma::gemma3_forward fwd(w, {static_cast<std::int32_t>(4 * n), pt}, 2);
+  engine fwd(w, {static_cast<std::int32_t>(4 * n), pt}, {2});
   std::vector<std::vector<std::int32_t>> tables(n);
-  std::vector<gemma::batch_row> rows;
+  std::vector<tf::batch_row> rows;
   for (std::size_t i = 0; i < n; ++i) {
     for (std::size_t p = 0; p < 4; ++p) tables[i].push_back(static_cast<std::int32_t>(p * n + i));
     rows.push_back({goldens[i].prompt, 0, tables[i]});
@@ -287,7 +310,7 @@ TEST_CASE("default model: threads 1 vs 2 and batch 1 vs 8 give bit-identical log
   }
   // Then one decode token per stream, batched, against the same token fed alone.
   std::vector<std::int32_t> next(n);
-  std::vector<gemma::batch_row> step;
+  std::vector<tf::batch_row> step;
   for (std::size_t i = 0; i < n; ++i) {
     next[i] = argmax(std::span<float const>(solo[i]));
     step.push_back(
@@ -295,13 +318,13 @@ TEST_CASE("default model: threads 1 vs 2 and batch 1 vs 8 give bit-identical log
   }
   std::vector<float> dec(n * V);
   fwd.forward(step, dec.data());
-  gemma::gemma3_forward alone(w, {8, pt}, 1);
+  engine alone(w, {8, pt}, {1});
   std::vector<std::int32_t> table{0, 1, 2, 3, 4, 5, 6, 7};
   for (std::size_t i = 0; i < n; ++i) {
-    gemma::batch_row p{goldens[i].prompt, 0, table};
+    tf::batch_row p{goldens[i].prompt, 0, table};
     std::vector<float> tmp(V);
     alone.forward({&p, 1}, tmp.data());
-    gemma::batch_row d{std::span(&next[i], 1), static_cast<std::int32_t>(goldens[i].prompt.size()),
+    tf::batch_row d{std::span(&next[i], 1), static_cast<std::int32_t>(goldens[i].prompt.size()),
                        table};
     alone.forward({&d, 1}, tmp.data());
     INFO("prompt " << i << ", batched decode step vs alone");

@@ -73,6 +73,9 @@ class engine {
     model_.forward(be_, kv_, step, logits);
   }
 
+  /// A new, empty KV store of `kv` (every stream in the old one is gone).
+  void reshape_kv(kv_shape kv) { kv_ = make_kv(kv); }
+
   std::int64_t vocab_size() const { return model_.bound().hp.vocab_size; }
   hparams_type const& hparams() const { return model_.bound().hp; }
   weights const& bound_weights() const { return model_.bound(); }

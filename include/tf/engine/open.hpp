@@ -1,0 +1,97 @@
+#pragma once
+/// tf::open: a model file (GGUF or Hugging Face folder) through the family registry into a
+/// loaded_model, on the CPU backend unless told otherwise.
+#include <families/registry.hpp>
+#include <tf/backend/cpu.hpp>
+#include <tf/engine/engine.hpp>
+#include <tf/engine/loaded_model.hpp>
+#include <tf/engine/stream.hpp>
+#include <tf/model/load_mode.hpp>
+#include <tf/model/model_file.hpp>
+#include <tf/tokenizer/text_codec.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <utility>
+
+namespace tf {
+
+/// How to open a model.
+struct open_options {
+  int threads = 1;
+  model::load_mode load = model::load_mode::read;  // read: a copy in memory; map: mmap
+  kv_dtype kv = kv_dtype::f16;
+  std::int32_t context = 0;  // generate()'s window; 0: the trained context, at most 4096
+  std::int32_t page_tokens = 256;
+};
+
+/// A loaded model of family F on backend B: owns the file (the weights may point into it), the
+/// engine and the codec.
+template <class F, class B>
+class loaded_engine final : public loaded_model {
+ public:
+  using engine_type = engine<F, B>;
+
+  loaded_engine(model::model_file file, std::filesystem::path const& path, open_options const& o)
+      : file_(std::move(file)),
+        engine_(file_, shape(file_, o), typename B::options{o.threads}) {
+    if (tokenizer::has_tokenizer(file_, path))
+      codec_.emplace(
+          tokenizer::load_codec(file_, path, path.filename().string(), F::name == "gemma3"));
+  }
+
+  std::string_view family() const override { return F::name; }
+  std::string_view backend() const override { return B::name; }
+  std::int64_t vocab_size() const override { return engine_.vocab_size(); }
+  kv_shape kv() const override { return engine_.kv(); }
+  void forward(std::span<batch_row const> rows, float* logits) override {
+    engine_.forward(rows, logits);
+  }
+  std::int64_t trained_context() const override { return engine_type::context_length(file_); }
+  void set_context(std::int32_t tokens) override {
+    engine_.reshape_kv(one_stream_shape(tokens, engine_.kv().page_tokens, engine_.kv().dtype));
+  }
+  engine_type& get() { return engine_; }
+
+ private:
+  static kv_shape shape(model::model_file const& file, open_options const& o) {
+    std::int64_t const trained = engine_type::context_length(file);
+    std::int64_t const context =
+        o.context > 0 ? o.context : std::min<std::int64_t>(trained > 0 ? trained : 4096, 4096);
+    return one_stream_shape(static_cast<std::int32_t>(context), o.page_tokens, o.kv);
+  }
+
+  model::model_file file_;
+  engine_type engine_;
+};
+
+/// Calls `f(hana::type_c<Family>)` for the family of `Registry` that answers `file`'s
+/// architecture, after checking it has a forward on B; throws tf::error naming what is missing.
+template <class Registry, class B, class Fn>
+auto with_family(model::model_file const& file, Fn&& f) {
+  return Registry::dispatch(file.architecture(), [&](auto t) {
+    using F = typename decltype(t)::type;
+    require_forward<F, B>();
+    return f(t);
+  });
+}
+
+/// Opens `path` through `Registry` (the built-in families unless given) on backend B.
+template <class Registry = families::builtin, class B = backend::cpu>
+std::unique_ptr<loaded_model> open(std::filesystem::path const& path, open_options const& o = {}) {
+  auto file = model::model_file::open(path, o.load);
+  return Registry::dispatch(file.architecture(), [&](auto t) -> std::unique_ptr<loaded_model> {
+    using F = typename decltype(t)::type;
+    if constexpr (has_forward<F, B>) {
+      return std::make_unique<loaded_engine<F, B>>(std::move(file), path, o);
+    } else {
+      require_forward<F, B>();
+      return nullptr;
+    }
+  });
+}
+
+}  // namespace tf
