@@ -68,6 +68,12 @@ struct kv_layout {
   int head_dim = 0;
 };
 
+/// The recurrent-state store's per-slot shape: `floats` f32 of state for each recurrent layer.
+struct state_layout {
+  int layers = 0;
+  std::int64_t floats = 0;
+};
+
 /// Bytes per position of K and V for every attention layer of `l`.
 constexpr std::uint64_t kv_bytes_per_token(kv_layout l, kv_dtype dtype) {
   return 2ull * static_cast<std::uint64_t>(l.layers) * static_cast<std::uint64_t>(l.kv_heads) *
@@ -77,7 +83,8 @@ constexpr std::uint64_t kv_bytes_per_token(kv_layout l, kv_dtype dtype) {
 // clang-format off
 /// A backend: names itself and its memory, and runs a forward's operations on its own buffers.
 /// `step` is one batch gathered for the device; `buffer` an activation [rows, cols]; `matrix` a
-/// bound weight; `vector` a bound f32 vector (norm weights, biases); `kv_store` the paged KV.
+/// bound weight; `vector` a bound f32 vector (norm weights, biases); `kv_store` the paged KV;
+/// `state_store` the recurrent-state slots.
 template <class B>
 concept backend = requires {
   { B::name } -> std::convertible_to<std::string_view>;
@@ -88,6 +95,7 @@ concept backend = requires {
   typename B::buffer;
   typename B::step;
   typename B::kv_store;
+  typename B::state_store;
 } && requires(B& be, typename B::step const& s, typename B::buffer& x,
               typename B::buffer const& cx, typename B::matrix const& w,
               typename B::vector const& v, typename B::kv_store& kv,

@@ -10,6 +10,7 @@
 #include <tf/backend/cpu/math.hpp>
 #include <tf/backend/cpu/matrix.hpp>
 #include <tf/backend/cpu/moe.hpp>
+#include <tf/backend/cpu/state_store.hpp>
 #include <tf/backend/cpu/step.hpp>
 #include <tf/error.hpp>
 
@@ -43,6 +44,7 @@ class cpu {
   using vector = std::vector<float>;
   using step = cpu_parts::step;
   using kv_store = cpu_parts::kv_store;
+  using state_store = cpu_parts::state_store;
   using expert = cpu_parts::expert;
   /// An activation [rows, cols] in f32.
   struct buffer {
@@ -67,6 +69,9 @@ class cpu {
     return cpu_parts::in_rows8(file, t, m);
   }
   kv_store make_kv_store(kv_shape shape, kv_layout layout) const { return {shape, layout}; }
+  state_store make_state_store(std::int32_t slots, state_layout layout) const {
+    return {slots, layout};
+  }
 
   /// Checks and gathers `rows` for a forward over `kv`.
   step const& begin(std::span<batch_row const> rows, kv_store const& kv, std::int64_t vocab) {
@@ -232,6 +237,31 @@ class cpu {
         kernels::cpu::vec_math::softcap(logits + c0 * chunk, end - c0 * chunk, softcap);
       });
     }
+  }
+
+  /// The diagonal linear recurrence h = decay * h + x over each row's tokens in order, in place
+  /// (x[t] becomes h after token t); h lives in the row's state slot for recurrent layer
+  /// `layer` and starts from zero at position 0.
+  void linear_recurrence(step const& s, state_store& states, int layer, buffer& x,
+                         vector const& decay) {
+    std::int64_t const d = x.cols;
+    if (static_cast<std::int64_t>(decay.size()) != d || states.layout().floats != d)
+      throw error("tf: a recurrence of width {} with {} decays over states of {}", d,
+                  decay.size(), states.layout().floats);
+    std::vector<std::int64_t> first(s.rows().size() + 1, 0);
+    for (std::size_t r = 0; r < s.rows().size(); ++r)
+      first[r + 1] = first[r] + static_cast<std::int64_t>(s.rows()[r].tokens.size());
+    per_row(static_cast<std::int64_t>(s.rows().size()), [&](std::int64_t r) {
+      auto const& row = s.rows()[static_cast<std::size_t>(r)];
+      if (row.state_slot < 0) throw error("tf: batch row {} has no state slot", r);
+      float* h = states.at(row.state_slot, layer);
+      if (row.start_pos == 0) std::fill_n(h, d, 0.0f);
+      for (std::int64_t t = first[static_cast<std::size_t>(r)];
+           t < first[static_cast<std::size_t>(r) + 1]; ++t) {
+        float* xt = this->row(x, t);
+        for (std::int64_t i = 0; i < d; ++i) xt[i] = h[i] = decay[static_cast<std::size_t>(i)] * h[i] + xt[i];
+      }
+    });
   }
 
   /// When on, moe() keeps each call's picks: routes()[m][t * k + j] is token t's j-th expert in

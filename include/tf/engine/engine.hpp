@@ -1,6 +1,7 @@
 #pragma once
 /// tf::engine<Family, Backend>: a family's forward on a backend. It owns the backend (its threads
-/// and buffers), the bound weights and the KV store, and runs one batch of rows per forward().
+/// and buffers), the bound weights, the KV store and, for a family with recurrent layers, the
+/// recurrent-state store (one slot per stream), and runs one batch of rows per forward().
 #include <tf/backend/backend.hpp>
 #include <tf/batch.hpp>
 #include <tf/error.hpp>
@@ -43,14 +44,17 @@ class engine {
 
   static constexpr std::string_view family_name = Family::name;
   static constexpr bool binds_kv_pool = tf::binds_kv_pool<Family>;
+  /// The model keeps recurrent state per stream: it declares `state_layout(hparams)`.
+  static constexpr bool has_state =
+      requires(hparams_type const& hp) { model_type::state_layout(hp); };
 
   /// Binds the weights of `file` (which must outlive the engine) and sizes the KV store.
   engine(model::model_file const& file, kv_shape kv, options o = {})
-      : be_(o), model_(model_type::load(file, be_)), kv_(make_kv(kv)) {}
+      : be_(o), model_(model_type::load(file, be_)), kv_(make_kv(kv)), states_(make_states(kv)) {}
 
   /// An engine over weights already bound (to a backend of the same kind).
   engine(weights w, kv_shape kv, options o = {})
-      : be_(o), model_(std::move(w)), kv_(make_kv(kv)) {}
+      : be_(o), model_(std::move(w)), kv_(make_kv(kv)), states_(make_states(kv)) {}
 
   engine(engine const&) = delete;
   engine& operator=(engine const&) = delete;
@@ -63,6 +67,15 @@ class engine {
   static std::uint64_t kv_bytes_per_token(model::model_file const& file, kv_dtype dtype) {
     return backend::kv_bytes_per_token(model_type::kv_layout(read_hparams(file)), dtype);
   }
+  /// Bytes of one stream's recurrent state (0 without recurrent layers).
+  static std::uint64_t state_bytes_per_stream(model::model_file const& file) {
+    if constexpr (has_state) {
+      auto const l = model_type::state_layout(read_hparams(file));
+      return static_cast<std::uint64_t>(l.layers) * static_cast<std::uint64_t>(l.floats) * 4u;
+    } else {
+      return 0;
+    }
+  }
   static std::int64_t context_length(model::model_file const& file) {
     return read_hparams(file).context_length;
   }
@@ -70,11 +83,31 @@ class engine {
   /// Runs every row; writes logits [logits_rows(rows), vocab] in row order.
   void forward(std::span<batch_row const> rows, float* logits) {
     auto const& step = be_.begin(rows, kv_, vocab_size());
-    model_.forward(be_, kv_, step, logits);
+    if constexpr (has_state)
+      model_.forward(be_, kv_, states_, step, logits);
+    else
+      model_.forward(be_, kv_, step, logits);
   }
 
-  /// A new, empty KV store of `kv` (every stream in the old one is gone).
-  void reshape_kv(kv_shape kv) { kv_ = make_kv(kv); }
+  /// New, empty stores of `kv` (every stream in the old ones is gone).
+  void reshape_kv(kv_shape kv) {
+    kv_ = make_kv(kv);
+    states_ = make_states(kv);
+  }
+
+  // The recurrent-state slots (what the lane host reads for a ledgerPool family).
+  std::int32_t num_state_slots() const { return has_state ? kv_.shape().num_state_slots : 0; }
+  std::int64_t state_bytes() const {
+    if constexpr (has_state) return states_.slot_bytes();
+    return 0;
+  }
+  /// Slot `to` takes slot `from`'s state (a kept prefix's state for a stream that reuses it).
+  void copy_state(std::int32_t from, std::int32_t to) {
+    if constexpr (has_state)
+      states_.copy(from, to);
+    else
+      throw error("tf: the '{}' family keeps no recurrent state", Family::name);
+  }
 
   std::int64_t vocab_size() const { return model_.bound().hp.vocab_size; }
   hparams_type const& hparams() const { return model_.bound().hp; }
@@ -91,9 +124,21 @@ class engine {
     return be_.make_kv_store(kv, model_type::kv_layout(model_.bound().hp));
   }
 
+  typename Backend::state_store make_states(kv_shape kv) {
+    if constexpr (has_state) {
+      if (kv.num_state_slots <= 0)
+        throw error("tf: the '{}' family keeps recurrent state: give the engine state slots",
+                    Family::name);
+      return be_.make_state_store(kv.num_state_slots, model_type::state_layout(hparams()));
+    } else {
+      return {};
+    }
+  }
+
   Backend be_;
   model_type model_;
   typename Backend::kv_store kv_;
+  typename Backend::state_store states_;
 };
 
 }  // namespace tf
