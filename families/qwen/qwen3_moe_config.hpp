@@ -1,8 +1,9 @@
 #pragma once
 /// Qwen3-MoE hyper-parameters read from GGUF metadata or an HF config.json.
 #include <families/qwen/qwen3_config.hpp>
-#include <families/qwen/qwen3_moe.hpp>
+#include <families/qwen/qwen3_moe_hparams.hpp>
 #include <tf/error.hpp>
+#include <tf/model/model_file.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -53,6 +54,12 @@ inline qwen3_moe_hparams moe_hparams_from_config(nlohmann::json const& cfg) {
   if (cfg.contains("mlp_only_layers") && cfg.at("mlp_only_layers").is_array())
     hp.mlp_only_layers = cfg.at("mlp_only_layers").get<std::vector<int>>();
   return hp;
+}
+
+/// The hyper-parameters of `file` (GGUF metadata or config.json).
+inline qwen3_moe_hparams read_moe_hparams(model::model_file const& file) {
+  if (auto const* g = file.gguf()) return moe_hparams_from_gguf(*g);
+  return moe_hparams_from_config(file.hf()->config());
 }
 
 }  // namespace tf::families::qwen

@@ -1,31 +1,35 @@
 #pragma once
-/// Qwen3 weights bound from a model file: matrices stay in the file's mapping (any GGUF type, or
-/// F32/F16/BF16 safetensors); norms are copied to f32.
+/// Qwen3 weights bound from a model file to a backend: matrices as the file holds them (any GGUF
+/// type, or F32/F16/BF16 safetensors); norms in f32.
 #include <families/common/tensor_binder.hpp>
-#include <families/qwen/detail/cpu_ops.hpp>
-#include <families/qwen/qwen3.hpp>
+#include <families/qwen/qwen3_config.hpp>
+#include <families/qwen/qwen3_hparams.hpp>
 #include <tf/error.hpp>
+#include <tf/layers/attention.hpp>
+#include <tf/layers/mlp.hpp>
+#include <tf/model/model_file.hpp>
 
 #include <cstdint>
 #include <vector>
 
 namespace tf::families::qwen {
 
-using detail::matrix;
-
-/// One decoder layer's weights.
+/// One decoder layer's weights on backend B.
+template <class B>
 struct qwen3_layer_weights {
-  std::vector<float> attn_norm, q_norm, k_norm, ffn_norm;
-  matrix q, k, v, o, gate, up, down;
+  typename B::vector attn_norm, ffn_norm;
+  layers::attention_weights<B> attn;  // with per-head q/k norms
+  layers::mlp_weights<B> mlp;
 };
 
-/// All of a Qwen3 model's weights; matrices point into the file, which must outlive this.
+/// All of a Qwen3 model's weights; matrices may point into the file, which must outlive them.
+template <class B>
 struct qwen3_weights {
   qwen3_hparams hp;
-  matrix embd;    // [vocab, hidden]
-  matrix output;  // [vocab, hidden]; the embedding when tied
-  std::vector<float> output_norm;
-  std::vector<qwen3_layer_weights> layers;
+  typename B::matrix embd;    // [vocab, hidden]
+  typename B::matrix output;  // [vocab, hidden]; the embedding when tied
+  typename B::vector output_norm;
+  std::vector<qwen3_layer_weights<B>> layers;
 };
 
 using families::name_style;
@@ -59,48 +63,57 @@ void bind_head(Weights& w, Binder const& b, qwen3_hparams const& hp) {
 }
 
 /// Binds layer `i`'s norms (attention, q, k and the pre-MLP norm) and attention matrices.
-template <class Binder>
-void bind_attention(qwen3_layer_weights& l, Binder const& b, qwen3_hparams const& hp, int i) {
+template <class Layer, class Binder>
+void bind_attention(Layer& l, Binder const& b, qwen3_hparams const& hp, int i) {
   using model::tensor_role;
   std::int64_t const h = hp.hidden_size, hd = hp.head_dim;
   std::int64_t const q_out = hd * hp.num_heads, kv_out = hd * hp.num_kv_heads;
   l.attn_norm = b.norm(tensor_role::attn_norm, i, h);
-  l.q_norm = b.norm(tensor_role::attn_q_norm, i, hd);
-  l.k_norm = b.norm(tensor_role::attn_k_norm, i, hd);
+  l.attn.q_norm = b.norm(tensor_role::attn_q_norm, i, hd);
+  l.attn.k_norm = b.norm(tensor_role::attn_k_norm, i, hd);
   l.ffn_norm = b.norm(tensor_role::ffn_norm, i, h);
-  l.q = b.mat(tensor_role::attn_q, i, q_out, h);
-  l.k = b.mat(tensor_role::attn_k, i, kv_out, h);
-  l.v = b.mat(tensor_role::attn_v, i, kv_out, h);
-  l.o = b.mat(tensor_role::attn_output, i, h, q_out);
+  l.attn.q = b.mat(tensor_role::attn_q, i, q_out, h);
+  l.attn.k = b.mat(tensor_role::attn_k, i, kv_out, h);
+  l.attn.v = b.mat(tensor_role::attn_v, i, kv_out, h);
+  l.attn.o = b.mat(tensor_role::attn_output, i, h, q_out);
 }
 
 /// Binds layer `i`'s SwiGLU MLP (gate, up, down).
-template <class Binder>
-void bind_dense_mlp(qwen3_layer_weights& l, Binder const& b, qwen3_hparams const& hp, int i) {
+template <class Layer, class Binder>
+void bind_dense_mlp(Layer& l, Binder const& b, qwen3_hparams const& hp, int i) {
   using model::tensor_role;
   std::int64_t const h = hp.hidden_size, ff = hp.intermediate_size;
-  l.gate = b.mat(tensor_role::ffn_gate, i, ff, h);
-  l.up = b.mat(tensor_role::ffn_up, i, ff, h);
-  l.down = b.mat(tensor_role::ffn_down, i, h, ff);
+  l.mlp.gate = b.mat(tensor_role::ffn_gate, i, ff, h);
+  l.mlp.up = b.mat(tensor_role::ffn_up, i, ff, h);
+  l.mlp.down = b.mat(tensor_role::ffn_down, i, h, ff);
 }
 
-/// Binds the weights of `file` (anything with `find_tensor(name) -> const tensor_view*`).
+/// Binds the weights of `file` (anything with `find_tensor(name) -> const tensor_view*`) to `be`;
 /// `style` picks GGUF or HF names. Throws tf::error on a missing tensor or a shape that disagrees
 /// with `hp`.
-template <class File>
-qwen3_weights bind_weights(File const& file, qwen3_hparams const& hp, name_style style) {
+template <class File, class B>
+qwen3_weights<B> bind_weights(File const& file, qwen3_hparams const& hp, name_style style, B& be) {
   check_hparams(hp, "qwen3");
-  tensor_binder<File, decltype(qwen3_tensors)> b{file, qwen3_tensors, style, "qwen3"};
-  qwen3_weights w;
+  tensor_binder<File, decltype(qwen3_tensors), B> const b{file, qwen3_tensors, style, "qwen3", be};
+  qwen3_weights<B> w;
   w.hp = hp;
   bind_head(w, b, hp);
   for (int i = 0; i < hp.num_layers; ++i) {
-    qwen3_layer_weights l;
+    auto& l = w.layers.emplace_back();
     bind_attention(l, b, hp, i);
     bind_dense_mlp(l, b, hp, i);
-    w.layers.push_back(std::move(l));
   }
   return w;
+}
+
+/// The weights of `file`, which must outlive them, bound to `be`.
+template <class B>
+qwen3_weights<B> load_weights(model::model_file const& file, B& be) {
+  if (auto const* g = file.gguf())
+    return bind_weights(*g, hparams_from_gguf(*g), name_style::gguf, be);
+  auto const arch = file.architecture();
+  if (arch != "qwen3") throw error("tf: expected a qwen3 config.json, model_type is '{}'", arch);
+  return bind_weights(*file.hf(), hparams_from_config(file.hf()->config()), name_style::hf, be);
 }
 
 }  // namespace tf::families::qwen

@@ -2,7 +2,7 @@
 /// The steps of attention over an f16 KV cache in llama.cpp's CPU order, so that tf's scores,
 /// probabilities and outputs carry its bits: q . k and p . v summed as ggml's f16 dot sums them
 /// (four 8-lane fma accumulators over 32-element steps, folded in its tree), and the softmax's
-/// exp by its range reduction and polynomial, summed in 8-key chunks. Keys sit in 32-key slots by
+/// exp by its range reduction and polynomial, summed in 8-key chunks. Keys sit in 32 accumulators by
 /// their position, as the cache's cells do there.
 #include <kernels/cpu/cpu_features.hpp>
 #include <kernels/cpu/kv_rows.hpp>
@@ -15,8 +15,8 @@
 
 namespace tf::kernels::cpu::attention_f16 {
 
-/// Keys per slot cycle: key j adds into slot j % key_slots.
-inline constexpr int key_slots = 32;
+/// Keys per accumulator cycle: key j adds into accumulator j % key_accumulators.
+inline constexpr int key_accumulators = 32;
 
 namespace scalar {
 
@@ -75,15 +75,15 @@ inline double exp_chunks(float* x, std::int64_t n, float mx) {
   return sum;
 }
 
-// The reference order, key by key: slot [n] += v [n] * p fused, and the 32 slots' fold.
-inline void add_to_slot(float* slot, const std::uint16_t* v, float p, std::int64_t n) {
-  for (std::int64_t d = 0; d < n; ++d) slot[d] = std::fma(fp16_to_fp32(v[d]), p, slot[d]);
+// The reference order, key by key: accumulator [n] += v [n] * p fused, and the 32 accumulators' fold.
+inline void add_to_accumulator(float* accumulator, const std::uint16_t* v, float p, std::int64_t n) {
+  for (std::int64_t d = 0; d < n; ++d) accumulator[d] = std::fma(fp16_to_fp32(v[d]), p, accumulator[d]);
 }
 
-inline void fold_slots(const float* slots, float* out, std::int64_t n) {
+inline void fold_accumulators(const float* accumulators, float* out, std::int64_t n) {
   float a[32];
   for (std::int64_t d = 0; d < n; ++d) {
-    for (int s = 0; s < 32; ++s) a[s] = slots[s * n + d];
+    for (int s = 0; s < 32; ++s) a[s] = accumulators[s * n + d];
     out[d] = fold32(a);
   }
 }
@@ -93,14 +93,14 @@ void dot_heads(const float* const* q, const std::uint16_t* k, std::int64_t n, fl
   for (int g = 0; g < G; ++g) out[g] = dot(q[g], k, n);
 }
 
-// Key i's slot is (first_slot + i) % 32; slot s sums its keys in order by fma from zero.
+// Key i's accumulator is (first_acc + i) % 32; accumulator s sums its keys in order by fma from zero.
 inline void weighted_sum(const std::uint16_t* const* v, const float* p, std::int64_t m,
-                         int first_slot, std::int64_t n, float* out) {
+                         int first_acc, std::int64_t n, float* out) {
   float a[32];
   for (std::int64_t d = 0; d < n; ++d) {
     for (int s = 0; s < 32; ++s) {
       float acc = 0.0f;
-      for (std::int64_t i = (s - first_slot + 32) % 32; i < m; i += 32)
+      for (std::int64_t i = (s - first_acc + 32) % 32; i < m; i += 32)
         acc = std::fma(fp16_to_fp32(v[i][d]), p[i], acc);
       a[s] = acc;
     }
@@ -193,18 +193,18 @@ TF_AF16_FN void dot_heads(const float* const* q, const std::uint16_t* k, std::in
   for (int g = 0; g < G; ++g) out[g] = fold32(a[g][0], a[g][1], a[g][2], a[g][3]);
 }
 
-// Per 64 output elements: each slot's keys (32 apart) as eight fma chains, one per 8 elements,
-// in registers; the 32 slots' sums in an 8 KiB buffer, then folded per element.
+// Per 64 output elements: each accumulator's keys (32 apart) as eight fma chains, one per 8 elements,
+// in registers; the 32 accumulators' sums in an 8 KiB buffer, then folded per element.
 TF_AF16_FN void weighted_sum(const std::uint16_t* const* v, const float* p, std::int64_t m,
-                             int first_slot, std::int64_t n, float* out) {
+                             int first_acc, std::int64_t n, float* out) {
   constexpr int W = 8;  // vectors of 8 elements per chain step
-  if (n % (8 * W) != 0) return scalar::weighted_sum(v, p, m, first_slot, n, out);
+  if (n % (8 * W) != 0) return scalar::weighted_sum(v, p, m, first_acc, n, out);
   alignas(32) float buf[32 * 8 * W];
   for (std::int64_t d = 0; d < n; d += 8 * W) {
     for (int s = 0; s < 32; ++s) {
       __m256 acc[W];
       for (auto& a : acc) a = _mm256_setzero_ps();
-      for (std::int64_t i = (s - first_slot + 32) % 32; i < m; i += 32) {
+      for (std::int64_t i = (s - first_acc + 32) % 32; i < m; i += 32) {
         const __m256 pv = _mm256_broadcast_ss(p + i);
         for (int c = 0; c < W; ++c)
           acc[c] = _mm256_fmadd_ps(load_f16(v[i] + d + 8 * c), pv, acc[c]);
@@ -212,11 +212,11 @@ TF_AF16_FN void weighted_sum(const std::uint16_t* const* v, const float* p, std:
       for (int c = 0; c < W; ++c) _mm256_store_ps(buf + (s * W + c) * 8, acc[c]);
     }
     for (int c = 0; c < W; ++c) {
-      auto slot = [&](int s) { return buf + (s * W + c) * 8; };
+      auto accumulator = [&](int s) { return buf + (s * W + c) * 8; };
       __m256 part[8];
       for (int l = 0; l < 8; ++l)
-        part[l] = fold32_lanes(_mm256_load_ps(slot(l)), _mm256_load_ps(slot(8 + l)),
-                               _mm256_load_ps(slot(16 + l)), _mm256_load_ps(slot(24 + l)));
+        part[l] = fold32_lanes(_mm256_load_ps(accumulator(l)), _mm256_load_ps(accumulator(8 + l)),
+                               _mm256_load_ps(accumulator(16 + l)), _mm256_load_ps(accumulator(24 + l)));
       const __m256 t0 = _mm256_add_ps(part[0], part[4]), t1 = _mm256_add_ps(part[1], part[5]);
       const __m256 t2 = _mm256_add_ps(part[2], part[6]), t3 = _mm256_add_ps(part[3], part[7]);
       _mm256_storeu_ps(out + d + 8 * c,
@@ -255,14 +255,14 @@ inline float dot(const float* q, const std::uint16_t* k, std::int64_t n) {
 }
 
 /// out [n] = sum_i p[i] v[i] over m value rows in ggml's f16 dot order over the keys: row i in
-/// slot (first_slot + i) % key_slots, each slot's rows by fma from zero in order, the slots folded
-/// as fold32 folds four accumulators (the bits of scalar::add_to_slot, then scalar::fold_slots).
+/// accumulator (first_acc + i) % key_accumulators, each accumulator's rows by fma from zero in order, the accumulators folded
+/// as fold32 folds four accumulators (the bits of scalar::add_to_accumulator, then scalar::fold_accumulators).
 inline void weighted_sum(const std::uint16_t* const* v, const float* p, std::int64_t m,
-                         int first_slot, std::int64_t n, float* out) {
+                         int first_acc, std::int64_t n, float* out) {
 #if TF_KERNELS_X86
-  if (avx2_path()) return x86::weighted_sum(v, p, m, first_slot, n, out);
+  if (avx2_path()) return x86::weighted_sum(v, p, m, first_acc, n, out);
 #endif
-  scalar::weighted_sum(v, p, m, first_slot, n, out);
+  scalar::weighted_sum(v, p, m, first_acc, n, out);
 }
 
 }  // namespace tf::kernels::cpu::attention_f16

@@ -1,6 +1,7 @@
 #pragma once
 // A GGUF read into memory gets its Q8_0 embedding and head in the rows8 layout and gives the
 // mapped file's logits bit for bit: each prompt whole, then token by token, at 1 and 2 threads.
+// `Engine` is a tf::engine on the CPU backend; `load(file)` binds a model_file's weights for it.
 #include <tests/common/hf_oracle.hpp>
 #include <tf/model/model_file.hpp>
 
@@ -13,7 +14,7 @@
 
 namespace tf::test {
 
-template <class Forward, class Load>
+template <class Engine, class Load>
 void check_rows8_head(std::string const& gguf, Load load,
                       std::vector<std::vector<std::int32_t>> const& prompts) {
   using kernels::cpu::weight_layout;
@@ -28,12 +29,12 @@ void check_rows8_head(std::string const& gguf, Load load,
   REQUIRE(wr.embd.layout == want);
   CHECK(wr.output.layout == want);
   for (int threads : {1, 2}) {
-    Forward fm(wm, {16, 4}, threads), fr(wr, {16, 4}, threads);
+    Engine fm(wm, {16, 4}, {threads}), fr(wr, {16, 4}, {threads});
     for (auto const& p : prompts) {
-      stream<Forward> sm(fm), sr(fr);
+      stream<Engine> sm(fm), sr(fr);
       INFO("threads " << threads);
       CHECK(sr.feed(p, true) == sm.feed(p, true));
-      stream<Forward> tm(fm), tr(fr);
+      stream<Engine> tm(fm), tr(fr);
       for (std::int32_t tok : p) CHECK(tr.feed({&tok, 1}, false) == tm.feed({&tok, 1}, false));
     }
   }

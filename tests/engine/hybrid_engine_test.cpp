@@ -90,3 +90,87 @@ TEST_CASE("rows in one batch keep to their slots; a copied state resumes a prefi
   run(e, b, b_pages, 1, 64);
   CHECK(run(e, as.subspan(12), a_pages, 1, 64, 12) != a_solo);
 }
+
+namespace {
+
+using host = tf::serve::lane_host<tiny_hybrid_engine, tf::test::tiny_hybrid>;
+using namespace std::chrono_literals;
+
+std::vector<std::int32_t> serve_one(host& h, std::vector<std::int32_t> const& prompt, int n) {
+  tf::serve::generation_request g;
+  g.prompt = prompt;
+  g.max_tokens = n;
+  auto s = h.submit(std::move(g));
+  REQUIRE(s.status != tf::serve::submit_status::rejected);
+  std::vector<std::int32_t> out;
+  for (;;) {
+    auto c = s.stream->next(100ms);
+    for (auto& t : c.tokens) out.push_back(t.token);
+    if (c.done) return out;
+  }
+}
+
+// The stop census of `h` balances and prints its slots line.
+void check_stop_census(host& h, std::int64_t slots) {
+  auto const c = h.shutdown(0ms);
+  INFO(c.line());
+  CHECK(c.balanced());
+  CHECK(c.line().find(fmt::format("; slots free {} + held {} == {}", c.slots_free, c.slots_held,
+                                  slots)) != std::string::npos);
+  CHECK(c.slots_free + c.slots_held == slots);
+}
+
+}  // namespace
+
+TEST_CASE("served through the lane host: 8 concurrent == solo, resumed == fresh, slots census") {
+  auto const w = weights();
+  std::vector<std::vector<std::int32_t>> prompts;
+  for (int i = 0; i < 8; ++i) prompts.push_back(prompt(5 + 9 * i, i));
+  // Solo: each request alone on a fresh engine and host.
+  std::vector<std::vector<std::int32_t>> solo;
+  for (auto const& p : prompts) {
+    tiny_hybrid_engine e(w, {32, 16, tf::kv_dtype::f16, 4}, {1});
+    host h(e, {1, 256, 8, 64});
+    solo.push_back(serve_one(h, p, 12));
+    check_stop_census(h, 3);  // the lane's snapshot slot is the host's, not the pool's
+  }
+  // Eight at once over four lanes, two threads.
+  {
+    tiny_hybrid_engine e(w, {64, 16, tf::kv_dtype::f16, 10}, {2});
+    host h(e, {4, 256, 16, 64});
+    std::vector<std::shared_ptr<tf::serve::request_stream>> streams;
+    for (auto const& p : prompts) {
+      tf::serve::generation_request g;
+      g.prompt = p;
+      g.max_tokens = 12;
+      auto s = h.submit(std::move(g));
+      REQUIRE(s.status != tf::serve::submit_status::rejected);
+      streams.push_back(s.stream);
+    }
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+      std::vector<std::int32_t> got;
+      for (bool done = false; !done;) {
+        auto c = streams[i]->next(100ms);
+        for (auto& t : c.tokens) got.push_back(t.token);
+        done = c.done;
+      }
+      INFO("request " << i);
+      CHECK(got == solo[i]);
+    }
+    CHECK(h.load().max_running_seen <= 4);
+    check_stop_census(h, 6);
+  }
+  // Resumed: a prompt that extends a finished one starts from its kept pages and state.
+  tiny_hybrid_engine e(w, {32, 16, tf::kv_dtype::f16, 4}, {1});
+  host h(e, {1, 256, 8, 64});
+  auto longer = prompts[7];
+  for (int i = 0; i < 7; ++i) longer.push_back((i * 5 + 3) % 64);
+  serve_one(h, prompts[7], 12);
+  auto const resumed = serve_one(h, longer, 12);
+  CHECK(h.stats().prompt_tokens_reused.load() > 0);
+  check_stop_census(h, 3);
+  tiny_hybrid_engine fresh_engine(w, {32, 16, tf::kv_dtype::f16, 4}, {1});
+  host fresh(fresh_engine, {1, 256, 8, 64});
+  CHECK(serve_one(fresh, longer, 12) == resumed);
+  check_stop_census(fresh, 3);
+}

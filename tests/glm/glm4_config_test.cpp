@@ -1,8 +1,8 @@
 // GLM-4 dense hyper-parameters from config.json (v5 and legacy rope keys) and GGUF metadata, and
 // clear errors for missing or malformed tensors.
 #include <families/glm/glm4_config.hpp>
-#include <families/glm/glm4_load.hpp>
 #include <families/glm/glm4_weights.hpp>
+#include <tf/backend/cpu.hpp>
 #include <tf/tokenizer/from_gguf.hpp>
 
 #include <catch2/catch.hpp>
@@ -19,6 +19,8 @@ using tf::model::model_file;
 namespace {
 
 std::string const tiny = std::string(TF_FIXTURES_DIR) + "/glm/tiny4";
+
+tf::backend::cpu binder;  // the backend the error paths bind to
 
 nlohmann::json base_config() {
   return {{"model_type", "glm4"},           {"vocab_size", 512},      {"hidden_size", 64},
@@ -99,34 +101,35 @@ TEST_CASE("a missing or malformed GLM-4 tensor is a tf::error naming it") {
   auto file = model_file::open(tiny + "/tiny-f32.gguf");
   auto const& g = *file.gguf();
   auto hp = glm::hparams_from_gguf(g);
-  CHECK_NOTHROW(glm::bind_weights(edited_file{g, "", {}}, hp, glm::name_style::gguf));
+  CHECK_NOTHROW(glm::bind_weights(edited_file{g, "", {}}, hp, glm::name_style::gguf, binder));
   CHECK_THROWS_WITH(
-      glm::bind_weights(edited_file{g, "blk.1.attn_k.bias", {}}, hp, glm::name_style::gguf),
+      glm::bind_weights(edited_file{g, "blk.1.attn_k.bias", {}}, hp, glm::name_style::gguf, binder),
       Catch::Contains("blk.1.attn_k.bias"));
   CHECK_THROWS_WITH(glm::bind_weights(edited_file{g, "blk.0.post_ffw_norm.weight", {}}, hp,
-                                      glm::name_style::gguf),
+                                      glm::name_style::gguf, binder),
                     Catch::Contains("blk.0.post_ffw_norm.weight"));
   auto up = *g.find_tensor("blk.0.ffn_up.weight");
   up.dims = {64, 128};  // gate only: the fused half is missing
   edited_file half{g, "", {}};
   half.replaced.emplace(up.name, up);
-  CHECK_THROWS_WITH(glm::bind_weights(half, hp, glm::name_style::gguf),
+  CHECK_THROWS_WITH(glm::bind_weights(half, hp, glm::name_style::gguf, binder),
                     Catch::Contains("blk.0.ffn_up.weight"));
   auto q = *g.find_tensor("blk.0.attn_q.weight");
   q.bytes /= 2;  // truncated data
   edited_file cut{g, "", {}};
   cut.replaced.emplace(q.name, q);
-  CHECK_THROWS_WITH(glm::bind_weights(cut, hp, glm::name_style::gguf),
+  CHECK_THROWS_WITH(glm::bind_weights(cut, hp, glm::name_style::gguf, binder),
                     Catch::Contains("blk.0.attn_q.weight"));
   auto bad = hp;
   bad.rope_dims = 18;
-  CHECK_THROWS_AS(glm::bind_weights(edited_file{g, "", {}}, bad, glm::name_style::gguf), tf::error);
+  CHECK_THROWS_AS(glm::bind_weights(edited_file{g, "", {}}, bad, glm::name_style::gguf, binder),
+                  tf::error);
 }
 
 TEST_CASE("a GGUF of another architecture is refused") {
   auto file = model_file::open(std::string(TF_FIXTURES_DIR) + "/gemma/tiny/tiny-f32.gguf");
   CHECK_THROWS_WITH(glm::hparams_from_gguf(*file.gguf()), Catch::Contains("gemma3"));
-  CHECK_THROWS_AS(glm::load_weights(file), tf::error);
+  CHECK_THROWS_AS(glm::load_weights(file, binder), tf::error);
 }
 
 TEST_CASE("the tiny GLM-4 GGUFs carry the glm4 BPE tokenizer, sized to the model's vocab") {

@@ -1,9 +1,11 @@
 // GLM-4.5 MoE forward against transformers' fp32 logits and expert picks on a tiny random-weight
 // model (fixtures/glm/tiny45, made by fixtures/scripts/make_glm_moe_tiny.py), from GGUF and
 // safetensors.
-#include <families/glm/glm4_moe_entry.hpp>
-#include <families/glm/glm4_moe_forward.hpp>
+#include <families/glm/glm4_moe.hpp>
 #include <tests/common/hf_oracle.hpp>
+#include <tf/backend/cpu.hpp>
+#include <tf/engine/engine.hpp>
+#include <tf/model/gguf.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -16,12 +18,19 @@ namespace glm = tf::families::glm;
 using tf::model::model_file;
 using tf::test::max_abs_diff;
 using tf::test::pages_reversed;
+using engine = tf::engine<glm::glm4_moe, tf::backend::cpu>;
 
 namespace {
 
 std::string const tiny = std::string(TF_FIXTURES_DIR) + "/glm/tiny45";
 
-using stream = tf::test::stream<glm::glm4_moe_forward>;
+using stream = tf::test::stream<engine>;
+
+tf::backend::cpu binder;  // binds weights for the engines below (host memory: any CPU engine)
+
+glm::glm4_moe_weights<tf::backend::cpu> load_moe_weights(model_file const& file) {
+  return glm::load_moe_weights(file, binder);
+}
 
 // Per MoE layer, per position: the sorted expert ids transformers picked for prompt p.
 std::vector<std::vector<std::vector<std::int32_t>>> oracle_experts(std::size_t p) {
@@ -31,11 +40,12 @@ std::vector<std::vector<std::vector<std::int32_t>>> oracle_experts(std::size_t p
   return ex;
 }
 
-// tf's expert picks match transformers' at every position, and more than one set is chosen.
-void check_routes(glm::glm4_moe_forward const& fwd,
-                  std::vector<std::vector<std::vector<std::int32_t>>> const& want, std::size_t T) {
+// tf's expert picks (the backend's routes since it last cleared them) match transformers' at every
+// position, and more than one set is chosen.
+void check_routes(engine& fwd, std::vector<std::vector<std::vector<std::int32_t>>> const& want,
+                  std::size_t T) {
   int const K = fwd.hparams().experts_per_tok;
-  auto const& got = fwd.routes();
+  auto const& got = fwd.backend().routes();
   REQUIRE(got.size() == want.size());
   std::set<std::vector<std::int32_t>> distinct;
   int mismatches = 0;
@@ -56,17 +66,18 @@ void check_routes(glm::glm4_moe_forward const& fwd,
 void check_against_oracle(std::string const& path, float tol, bool greedy_exact) {
   auto const& o = tf::test::hf_oracle_at(tiny);
   auto file = model_file::open(path);
-  auto w = glm::load_moe_weights(file);
+  auto w = load_moe_weights(file);
   CHECK(w.hp.vocab_size == o.vocab);
   CHECK(w.hp.rope_dims == 8);
   float worst = 0;
   for (std::size_t p = 0; p < o.prompts.size(); ++p) {
-    glm::glm4_moe_forward fwd(w, {16, 4}, 1);  // small pages so rows cross page boundaries
-    fwd.record_routes(true);
+    engine fwd(w, {16, 4}, {1});  // small pages so rows cross page boundaries
+    fwd.backend().clear_routes();
+    fwd.backend().record_routes(true);
     stream s{fwd, pages_reversed(16)};
     auto all = s.feed(o.prompts[p], true);
     check_routes(fwd, oracle_experts(p), o.prompts[p].size());
-    fwd.record_routes(false);
+    fwd.backend().record_routes(false);
     float const err = max_abs_diff(all, o.logits[p]);
     worst = std::max(worst, err);
     INFO(path << " prompt " << p << " max |tf - transformers| = " << err << " (tolerance " << tol
@@ -93,10 +104,10 @@ TEST_CASE("tiny GLM-4.5 MoE, HF safetensors: logits within 1e-4 of transformers,
 TEST_CASE("tiny GLM-4.5 MoE, Q8_0 GGUF: logits within 1.5 of transformers, top-1 at >= 75%") {
   auto const& o = tf::test::hf_oracle_at(tiny);
   auto file = model_file::open(tiny + "/tiny-q8_0.gguf");
-  auto w = glm::load_moe_weights(file);
+  auto w = load_moe_weights(file);
   CHECK(w.embd.type == tf::model::tensor_type::q8_0);
   auto const fit = tf::test::fit_to(o, [&](std::size_t p) {
-    glm::glm4_moe_forward fwd(w, {16, 4}, 1);
+    engine fwd(w, {16, 4}, {1});
     return stream(fwd, pages_reversed(16)).feed(o.prompts[p], true);
   });
   INFO("Q8_0 " << fit);
@@ -110,16 +121,16 @@ TEST_CASE(
     "a GLM-4.5 MoE row's logits do not depend on the batch, the chunking or the thread count") {
   auto const& o = tf::test::hf_oracle_at(tiny);
   auto file = model_file::open(tiny + "/tiny-q8_0.gguf");
-  auto w = glm::load_moe_weights(file);
+  auto w = load_moe_weights(file);
   std::int64_t const V = o.vocab;
   std::vector<std::vector<float>> solo;
   for (auto const& p : o.prompts) {
-    glm::glm4_moe_forward f(w, {16, 4}, 1);
+    engine f(w, {16, 4}, {1});
     stream s{f, pages_reversed(16)};
     solo.push_back(s.feed(p, false));
   }
   for (int threads : {1, 2}) {
-    glm::glm4_moe_forward fwd(w, {48, 4}, threads);
+    engine fwd(w, {48, 4}, {threads});
     INFO("threads " << threads);
     tf::test::check_batch_independent(fwd, o.prompts, solo, V);
   }
@@ -128,9 +139,9 @@ TEST_CASE(
 TEST_CASE("GLM-4.5 MoE f16 KV stays close to f32 KV") {
   auto const& o = tf::test::hf_oracle_at(tiny);
   auto file = model_file::open(tiny + "/tiny-f32.gguf");
-  auto w = glm::load_moe_weights(file);
-  glm::glm4_moe_forward f32(w, {16, 4, tf::families::kv_dtype::f32}, 1);
-  glm::glm4_moe_forward f16(w, {16, 4, tf::families::kv_dtype::f16}, 1);
+  auto w = load_moe_weights(file);
+  engine f32(w, {16, 4, tf::kv_dtype::f32}, {1});
+  engine f16(w, {16, 4, tf::kv_dtype::f16}, {1});
   stream a{f32, pages_reversed(16)}, b{f16, pages_reversed(16)};
   auto la = a.feed(o.prompts[0], true);
   auto lb = b.feed(o.prompts[0], true);
@@ -138,23 +149,26 @@ TEST_CASE("GLM-4.5 MoE f16 KV stays close to f32 KV") {
 }
 
 TEST_CASE(
-    "GLM-4.5 MoE entry: accepts glm4moe and glm4_moe, leaves out the MTP layer, sizes KV, and "
-    "builds a forward") {
-  using entry = glm::glm4_moe_cpu;
-  CHECK(entry::accepts("glm4moe"));
-  CHECK(entry::accepts("glm4_moe"));
-  CHECK_FALSE(entry::accepts("glm4"));
+    "GLM-4.5 MoE on the engine: accepts glm4moe and glm4_moe, leaves out the MTP layer, sizes KV, "
+    "and binds a file") {
+  auto accepts = [](std::string_view arch) {
+    return std::ranges::find(glm::glm4_moe::arch_names, arch) != glm::glm4_moe::arch_names.end();
+  };
+  CHECK(accepts("glm4moe"));
+  CHECK(accepts("glm4_moe"));
+  CHECK_FALSE(accepts("glm4"));
+  STATIC_REQUIRE(tf::has_forward<glm::glm4_moe, tf::backend::cpu>);
   auto file = model_file::open(tiny + "/tiny-f32.gguf");
-  CHECK(entry::kv_bytes_per_token(file, tf::families::kv_dtype::f32) ==
+  CHECK(engine::kv_bytes_per_token(file, tf::kv_dtype::f32) ==
         3u * 2 * 2 * 16 * 4);  // 3 decoder layers; block_count 4 counts MTP
-  CHECK(entry::context_length(file) == 256);
-  auto fwd = entry::make(file, {4, 16}, 1);
-  CHECK(fwd->vocab_size() == 1200);  // the toy GLM-4 tokenizer's vocabulary
+  CHECK(engine::context_length(file) == 256);
+  engine fwd(file, {4, 16}, {1});
+  CHECK(fwd.vocab_size() == 1200);  // the toy GLM-4 tokenizer's vocabulary
 }
 
 TEST_CASE("bad GLM-4.5 MoE batches throw tf::error") {
   auto file = model_file::open(tiny + "/tiny-f32.gguf");
-  glm::glm4_moe_forward fwd(glm::load_moe_weights(file), {4, 4}, 1);
+  engine fwd(load_moe_weights(file), {4, 4}, {1});
   tf::test::check_bad_batches_throw(fwd);
 }
 
@@ -187,7 +201,8 @@ TEST_CASE("a GLM-4.5 MoE file with a missing or short tensor gives a tf::error n
     for (bool drop : {true, false}) {
       INFO(name << (drop ? " missing" : " short"));
       damaged d{g, name, drop, {}};
-      CHECK_THROWS_WITH(glm::bind_moe_weights(d, hp, true), Catch::Contains(name));
+      CHECK_THROWS_WITH(glm::bind_moe_weights(d, hp, glm::name_style::gguf, binder),
+                        Catch::Contains(name));
     }
   }
 }

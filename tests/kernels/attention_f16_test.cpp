@@ -71,7 +71,7 @@ TEST_CASE("dot sums in ggml's f16 order: four 8-lane fma accumulators, then its 
   for (std::int64_t n : {32, 256, 40}) {
     auto const k = random_f16(static_cast<std::size_t>(n), gen);
     auto const q = random_f32(static_cast<std::size_t>(n), gen);
-    // The order written out: slot s of each 32-element step, then ((a0 + a2) + (a1 + a3)) per
+    // The order written out: accumulator s of each 32-element step, then ((a0 + a2) + (a1 + a3)) per
     // lane, lanes l + (l + 4), then pairs; a tail (n % 32) added in double.
     float a[32] = {};
     std::int64_t const whole = n - n % 32;
@@ -92,7 +92,7 @@ TEST_CASE("dot sums in ggml's f16 order: four 8-lane fma accumulators, then its 
   }
 }
 
-TEST_CASE("the slots' fold is ggml's f16 dot over the keys of each element") {
+TEST_CASE("the accumulators' fold is ggml's f16 dot over the keys of each element") {
   std::mt19937 gen(5);
   std::int64_t const hd = 24, keys = 70;
   std::vector<std::vector<std::uint16_t>> v;
@@ -101,13 +101,13 @@ TEST_CASE("the slots' fold is ggml's f16 dot over the keys of each element") {
     v.push_back(random_f16(static_cast<std::size_t>(hd), gen));
     p.push_back(std::fabs(random_f32(1, gen)[0]) / 8.0f);
   }
-  std::vector<float> slots(static_cast<std::size_t>(af::key_slots * hd), 0.0f);
+  std::vector<float> accumulators(static_cast<std::size_t>(af::key_accumulators * hd), 0.0f);
   for (std::int64_t j = 0; j < keys; ++j)
-    af::scalar::add_to_slot(slots.data() + (j % af::key_slots) * hd,
+    af::scalar::add_to_accumulator(accumulators.data() + (j % af::key_accumulators) * hd,
                             v[static_cast<std::size_t>(j)].data(), p[static_cast<std::size_t>(j)],
                             hd);
   std::vector<float> out(static_cast<std::size_t>(hd));
-  af::scalar::fold_slots(slots.data(), out.data(), hd);
+  af::scalar::fold_accumulators(accumulators.data(), out.data(), hd);
   for (std::int64_t d = 0; d < hd; ++d) {
     // The same sum as dot over the keys (zero-padded to a whole cycle) of column d.
     std::vector<std::uint16_t> col(96, 0);
@@ -122,7 +122,7 @@ TEST_CASE("the slots' fold is ggml's f16 dot over the keys of each element") {
   }
 }
 
-TEST_CASE("weighted_sum has the bits of its keys in slots then folded, on every path") {
+TEST_CASE("weighted_sum has the bits of its keys in accumulators then folded, on every path") {
   std::mt19937 gen(9);
   for (std::int64_t n : {256, 64, 24}) {
     for (std::int64_t m : {1, 5, 31, 32, 33, 70, 130}) {
@@ -135,16 +135,16 @@ TEST_CASE("weighted_sum has the bits of its keys in slots then folded, on every 
           p.push_back(std::fabs(random_f32(1, gen)[0]) / 8.0f);
         }
         for (auto const& r : v) rows.push_back(r.data());
-        std::vector<float> slots(static_cast<std::size_t>(af::key_slots * n), 0.0f);
+        std::vector<float> accumulators(static_cast<std::size_t>(af::key_accumulators * n), 0.0f);
         for (std::int64_t i = 0; i < m; ++i)
-          af::scalar::add_to_slot(slots.data() + (first + i) % af::key_slots * n,
+          af::scalar::add_to_accumulator(accumulators.data() + (first + i) % af::key_accumulators * n,
                                   rows[static_cast<std::size_t>(i)], p[static_cast<std::size_t>(i)],
                                   n);
         std::vector<float> want(static_cast<std::size_t>(n)), got(want), got_s(want);
-        af::scalar::fold_slots(slots.data(), want.data(), n);
+        af::scalar::fold_accumulators(accumulators.data(), want.data(), n);
         af::weighted_sum(rows.data(), p.data(), m, first, n, got.data());
         af::scalar::weighted_sum(rows.data(), p.data(), m, first, n, got_s.data());
-        INFO("n = " << n << " m = " << m << " first slot " << first);
+        INFO("n = " << n << " m = " << m << " first accumulator " << first);
         CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
         CHECK(std::memcmp(got_s.data(), want.data(), got.size() * sizeof(float)) == 0);
       }

@@ -48,6 +48,7 @@ TEST_CASE("a kept prompt keeps its slot; it is reclaimed when a stream needs one
   CHECK(k.slot_kept);
   auto c = p.census();
   CHECK(c.line() == "promised 0, free 6 + store 2 == total 8; slots free 1 + held 1 == 2");
+  CHECK(c.slots_store == 1);
   CHECK(c.balanced());
   // The kept slot counts as room: two new streams fit, and the second reclaims it.
   REQUIRE(p.promise(2, 4));

@@ -16,6 +16,7 @@ TEST_CASE("the stop census line has the exact form") {
   h.has_slots = true;
   h.slots_free = 55;
   h.slots_held = 9;
+  h.slots_store = 9;  // kept prompt states
   h.slots_total = 64;
   CHECK(h.line() == "promised 0, free 51 + store 0 == total 51; slots free 55 + held 9 == 64");
   CHECK(h.balanced());
@@ -50,4 +51,9 @@ TEST_CASE("a census that does not add up is not balanced") {
   h.slots_total = 4;  // a slot lost
   CHECK_FALSE(h.balanced());
   CHECK(h.line().ends_with("; slots free 3 + held 0 == 4"));
+  h.slots_held = 1;  // a stream's slot, held at rest
+  CHECK(h.consistent());
+  CHECK_FALSE(h.balanced());
+  h.slots_store = 1;  // a kept prompt's state: fine at rest
+  CHECK(h.balanced());
 }

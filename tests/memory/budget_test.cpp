@@ -164,6 +164,45 @@ TEST_CASE("sliding-window ring: a fixed part per stream, outside the KV pages") 
   CHECK(ring.bytes_per_stream == 300 * mib);
 }
 
+TEST_CASE("recurrent state: counted per stream, it lowers --parallel auto; the line names it") {
+  const auto r = host_reading(64 * gib, 40 * gib, 0);
+  auto o = options(2 * gib, 4096, std::nullopt);
+  o.max_auto_streams = 1000;
+  const auto plain = compute_budget(r, o);
+  CHECK(plain.state_bytes_per_stream == 0);
+  CHECK_THAT(plain.lines.back(), !Contains("recurrent state"));
+
+  o.state_bytes_per_stream = 2 * 50 * mib;  // a 50 MiB slot and the lane's snapshot of it
+  const auto b = compute_budget(r, o);
+  CHECK(b.state_bytes_per_stream == 100 * mib);
+  CHECK(b.bytes_per_stream == plain.bytes_per_stream + 100 * mib);
+  CHECK(b.streams == b.left_bytes / b.bytes_per_stream);
+  CHECK(b.streams < plain.streams);
+  CHECK(b.kv_pages == std::uint64_t{b.streams} * (4096 / 16));
+  CHECK(b.prompt_cache_budget_bytes == b.left_bytes - b.streams * b.bytes_per_stream);
+  REQUIRE(b.lines.size() == 1);
+  CHECK(b.lines[0] ==
+        fmt::format("CPU (host memory): model 2.00 GiB; {} streams at once, {:.2f} GiB each at a "
+                    "4096-token window, of {:.1f} GiB left after a {:.1f} GiB reserve; KV pages {} "
+                    "(page 16 tokens); recurrent state 104857600 bytes per stream; "
+                    "prompt_cache_budget_bytes {}",
+                    b.streams, to_gib(b.bytes_per_stream), to_gib(b.left_bytes),
+                    to_gib(b.reserve_bytes), b.kv_pages, b.prompt_cache_budget_bytes));
+
+  // A fixed --parallel that fits without the state does not with it.
+  o.parallel = plain.streams;
+  CHECK_THROWS_WITH(compute_budget(r, o),
+                    Contains(fmt::format("--parallel {} does not fit", plain.streams)) &&
+                        Contains(fmt::format("{} streams fit", b.streams)));
+  // Only recurrent state (no KV pages): the state alone sizes the streams.
+  o.parallel = std::nullopt;
+  o.kv_bytes_per_token = 0;
+  const auto only = compute_budget(r, o);
+  CHECK(only.kv_pages == 0);
+  CHECK(only.bytes_per_stream == 100 * mib);
+  CHECK(only.streams == std::min<std::uint64_t>(1000, only.left_bytes / (100 * mib)));
+}
+
 TEST_CASE("reserve and cap: flag, else env, else the default") {
   const auto r = host_reading(128 * gib, 96 * gib, 0);
   auto o = options(10 * gib, 8192, 4);

@@ -1,10 +1,11 @@
 // Qwen3-MoE forward against transformers' fp32 logits on a tiny random-weight model
 // (fixtures/qwen/tiny_moe, made by fixtures/scripts/make_qwen_moe_tiny.py: 8 experts, top-2,
 // layer 1 dense), from GGUF (stacked experts) and safetensors (per-expert tensors).
-#include <families/cpu_entries.hpp>
-#include <families/qwen/qwen3_moe_entry.hpp>
-#include <families/qwen/qwen3_moe_load.hpp>
+#include <families/qwen/qwen3_moe.hpp>
+#include <families/registry.hpp>
 #include <tests/common/hf_oracle.hpp>
+#include <tf/backend/cpu.hpp>
+#include <tf/engine/engine.hpp>
 #include <tf/model/gguf.hpp>
 
 #include <catch2/catch.hpp>
@@ -15,28 +16,35 @@
 #include <vector>
 
 namespace qwen = tf::families::qwen;
-using tf::families::batch_row;
+using tf::batch_row;
 using tf::model::model_file;
 using tf::test::max_abs_diff;
+using engine = tf::engine<qwen::qwen3_moe, tf::backend::cpu>;
 
 namespace {
 
 std::string const tiny = std::string(TF_FIXTURES_DIR) + "/qwen/tiny_moe";
 
-using stream = tf::test::stream<qwen::qwen3_moe_forward>;
+using stream = tf::test::stream<engine>;
+
+tf::backend::cpu binder;  // binds weights for the engines below (host memory: any CPU engine)
+
+qwen::qwen3_moe_weights<tf::backend::cpu> load_moe_weights(model_file const& file) {
+  return qwen::load_moe_weights(file, binder);
+}
 
 void check_against_oracle(std::string const& path, float tol) {
   auto const& o = tf::test::hf_oracle_at(tiny);
   auto file = model_file::open(path);
-  auto w = qwen::load_moe_weights(file);
+  auto w = load_moe_weights(file);
   CHECK(w.hp.vocab_size == o.vocab);
   CHECK(w.hp.num_experts == 8);
   CHECK(w.hp.num_experts_per_tok == 2);
   REQUIRE(w.layers.size() == 3);
-  CHECK(w.layers[0].experts.size() == 8);
-  CHECK(w.layers[1].experts.empty());  // mlp_only_layers = [1]
-  CHECK(w.layers[2].experts.size() == 8);
-  qwen::qwen3_moe_forward fwd(w, {16, 4}, 2);
+  CHECK(w.layers[0].moe.experts.size() == 8);
+  CHECK(w.layers[1].moe.experts.empty());  // mlp_only_layers = [1]
+  CHECK(w.layers[2].moe.experts.size() == 8);
+  engine fwd(w, {16, 4}, {2});
   for (std::size_t p = 0; p < o.prompts.size(); ++p) {
     stream s(fwd);
     auto all = s.feed(o.prompts[p], true);
@@ -78,7 +86,7 @@ TEST_CASE("tiny Qwen3-MoE, HF safetensors: logits within 1e-4 of transformers, g
 TEST_CASE("tiny Qwen3-MoE, Q8_0 GGUF: logits within 0.25 of transformers, top-1 at >= 90%") {
   auto const& o = tf::test::hf_oracle_at(tiny);
   auto file = model_file::open(tiny + "/tiny-q8_0.gguf");
-  qwen::qwen3_moe_forward fwd(qwen::load_moe_weights(file), {64, 4}, 1);
+  engine fwd(load_moe_weights(file), {64, 4}, {1});
   auto const fit =
       tf::test::fit_to(o, [&](std::size_t p) { return stream(fwd).feed(o.prompts[p], true); });
   INFO("Q8_0 " << fit);
@@ -89,15 +97,15 @@ TEST_CASE("tiny Qwen3-MoE, Q8_0 GGUF: logits within 0.25 of transformers, top-1 
 TEST_CASE("a Qwen3-MoE row's logits do not depend on the batch or the thread count") {
   auto const& o = tf::test::hf_oracle_at(tiny);
   auto file = model_file::open(tiny + "/tiny-q8_0.gguf");
-  auto w = qwen::load_moe_weights(file);
+  auto w = load_moe_weights(file);
   std::int64_t const V = o.vocab;
   std::vector<std::vector<float>> solo;
   {
-    qwen::qwen3_moe_forward f1(w, {16, 4}, 1);
+    engine f1(w, {16, 4}, {1});
     for (auto const& p : o.prompts) solo.push_back(stream(f1).feed(p, false));
   }
   for (int threads : {1, 2}) {
-    qwen::qwen3_moe_forward fwd(w, {32, 4}, threads);
+    engine fwd(w, {32, 4}, {threads});
     std::vector<std::vector<std::int32_t>> tables(2);
     for (int i = 0; i < 16; ++i)
       for (int s = 0; s < 2; ++s) tables[static_cast<std::size_t>(s)].push_back(i * 2 + s);
@@ -126,7 +134,7 @@ TEST_CASE("a Qwen3-MoE GGUF missing an expert tensor names it in the tf::error")
   };
   auto msg_of = [&](auto const& f, qwen::qwen3_moe_hparams const& h) {
     try {
-      qwen::bind_moe_weights(f, h, qwen::name_style::gguf);
+      qwen::bind_moe_weights(f, h, qwen::name_style::gguf, binder);
     } catch (tf::error const& e) {
       return std::string(e.what());
     }
@@ -144,15 +152,19 @@ TEST_CASE("a Qwen3-MoE GGUF missing an expert tensor names it in the tf::error")
   CHECK_THAT(msg_of(missing{g, ""}, too_many), Catch::Contains("top-9"));
 }
 
-TEST_CASE("the CPU entry list runs the Qwen3-MoE GGUF as qwen3_moe") {
+TEST_CASE("the family registry runs the Qwen3-MoE GGUF as qwen3_moe on the CPU") {
   auto file = model_file::open(tiny + "/tiny-f32.gguf");
-  CHECK(qwen::qwen3_moe_cpu::accepts("qwen3moe"));
-  CHECK(qwen::qwen3_moe_cpu::accepts("qwen3_moe"));
-  CHECK_FALSE(qwen::qwen3_moe_cpu::accepts("qwen3"));
-  auto name = tf::families::dispatch_cpu(
-      "qwen3moe", [](auto t) { return std::string(decltype(t)::type::name); });
+  auto accepts = [](std::string_view arch) {
+    return std::ranges::find(qwen::qwen3_moe::arch_names, arch) !=
+           qwen::qwen3_moe::arch_names.end();
+  };
+  CHECK(accepts("qwen3moe"));
+  CHECK(accepts("qwen3_moe"));
+  CHECK_FALSE(accepts("qwen3"));
+  STATIC_REQUIRE(tf::has_forward<qwen::qwen3_moe, tf::backend::cpu>);
+  auto name = tf::families::dispatch("qwen3moe",
+                                     [](auto t) { return std::string(decltype(t)::type::name); });
   CHECK(name == "qwen3_moe");
   // 3 layers x 2 KV heads x 16 x (K and V) x 4 bytes
-  CHECK(qwen::qwen3_moe_cpu::kv_bytes_per_token(file, tf::families::kv_dtype::f32) ==
-        3 * 2 * 16 * 2 * 4);
+  CHECK(engine::kv_bytes_per_token(file, tf::kv_dtype::f32) == 3 * 2 * 16 * 2 * 4);
 }

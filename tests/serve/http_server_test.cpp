@@ -1,7 +1,6 @@
 #include <tf/model/gguf.hpp>
-#include <tf/serve/cpu_backend.hpp>
+#include <tf/tokenizer/text_codec.hpp>
 #include <tf/serve/http_server.hpp>
-#include <tf/serve/toy_model.hpp>
 #include <tf/tokenizer/from_gguf.hpp>
 
 #include <arpa/inet.h>
@@ -21,13 +20,16 @@
 #include <sstream>
 #include <thread>
 
+#include "hybrid_toy.hpp"
+#include "toy_model.hpp"
+
 using namespace tf::serve;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
 namespace {
 
-using toy_backend = lane_backend<toy_model, toy_family, toy_codec>;
+using toy_served = lane_served_model<toy_model, toy_family, toy_codec>;
 
 struct live_server {
   explicit live_server(http_config hc = {}, host_config lc = {4, 512, 4, 64},
@@ -37,13 +39,13 @@ struct live_server {
     port = server->bind();
     thread = std::thread([this] { server->listen(); });
     if (pages > 0)
-      server->set_backend(std::make_shared<toy_backend>(
-          std::make_unique<toy_model>(pages, 16, delay), toy_codec{}, lc));
+      server->set_model(std::make_shared<toy_served>(std::make_unique<toy_model>(pages, 16, delay),
+                                                     toy_codec{}, lc));
   }
   ~live_server() {
     server->stop();
     thread.join();
-    if (auto b = server->backend()) b->shutdown(0ms);
+    if (auto b = server->model()) b->shutdown(0ms);
   }
   httplib::Client client(std::string const& key = {}) const {
     httplib::Client c("127.0.0.1", port);
@@ -87,11 +89,11 @@ void expect_error(httplib::Client& c, std::string const& body, int status,
   if (!code.empty()) CHECK(j["error"]["code"] == code);
 }
 
-/// A backend hook over another backend: records the template kwargs encode_chat got and the
+/// A served model over another one: records the template kwargs encode_chat got and the
 /// prompts the server submitted. Ids the toy model cannot read run as a BOS-only stand-in.
-class probe_backend final : public serving_backend {
+class probe_model final : public served_model {
  public:
-  explicit probe_backend(std::shared_ptr<serving_backend> inner) : inner_(std::move(inner)) {}
+  explicit probe_model(std::shared_ptr<served_model> inner) : inner_(std::move(inner)) {}
 
   std::vector<std::int32_t> encode_text(std::string const& text) const override {
     return inner_->encode_text(text);
@@ -134,7 +136,7 @@ class probe_backend final : public serving_backend {
   }
 
  private:
-  std::shared_ptr<serving_backend> inner_;
+  std::shared_ptr<served_model> inner_;
   mutable std::mutex mutex_;
   mutable std::vector<json> kwargs_;
   std::vector<std::vector<std::int32_t>> prompts_;
@@ -169,8 +171,8 @@ TEST_CASE("health answers 503 while loading, then 200") {
   REQUIRE(r);
   CHECK(r->status == 503);
   CHECK(c.Get("/v1/models")->status == 503);
-  s.server->set_backend(std::make_shared<toy_backend>(std::make_unique<toy_model>(64, 16),
-                                                      toy_codec{}, host_config{}));
+  s.server->set_model(std::make_shared<toy_served>(std::make_unique<toy_model>(64, 16), toy_codec{},
+                                                   host_config{}));
   CHECK(c.Get("/health")->status == 200);
   auto m = json::parse(c.Get("/v1/models")->body);
   CHECK(m["data"][0]["id"] == "tf-toy");
@@ -462,7 +464,11 @@ TEST_CASE("over HTTP: 8 concurrent greedy replies equal solo; load stays within 
   }
   CHECK(load["max_running_seen"].get<int>() <= 4);
   CHECK(load["pages"]["held"] == 0);
-  CHECK(s.server->backend()->count().balanced());
+  CHECK(load["lanes"]["total"] == 4);
+  CHECK(load["lanes"]["free"] == 4);
+  CHECK(load["state_slots"]["total"] == 0);  // the toy's paged pool has no recurrent state
+  CHECK_FALSE(load.contains("slots"));
+  CHECK(s.server->model()->count().balanced());
 }
 
 TEST_CASE("a client that disconnects mid-stream is cancelled and its pages freed") {
@@ -495,17 +501,17 @@ TEST_CASE("a client that disconnects mid-stream is cancelled and its pages freed
     std::this_thread::sleep_for(10ms);
   }
   CHECK(freed);
-  auto gen = s.server->backend()->stats().generation_tokens.load();
+  auto gen = s.server->model()->stats().generation_tokens.load();
   CHECK(gen < 400);  // it stopped early, not at max_tokens
-  CHECK(s.server->backend()->count().balanced());
+  CHECK(s.server->model()->count().balanced());
 }
 
 TEST_CASE("chat_template_kwargs reach the chat template as they came; a non-object gets 400") {
   live_server s({}, {}, 0);
-  auto toy = std::make_shared<toy_backend>(std::make_unique<toy_model>(128, 16), toy_codec{},
-                                           host_config{2, 512, 4, 64});
-  auto probe = std::make_shared<probe_backend>(toy);
-  s.server->set_backend(probe);
+  auto toy = std::make_shared<toy_served>(std::make_unique<toy_model>(128, 16), toy_codec{},
+                                          host_config{2, 512, 4, 64});
+  auto probe = std::make_shared<probe_model>(toy);
+  s.server->set_model(probe);
   auto c = s.client();
 
   json const kwargs = {{"enable_thinking", false},
@@ -526,7 +532,7 @@ TEST_CASE("chat_template_kwargs reach the chat template as they came; a non-obje
   CHECK(got[0]["extra"]["list"][1] == true);
   CHECK(got[1] == json::object());
   CHECK(got[2] == json::object());
-  // The lane backend hands them to its codec: the toy template shows them as a first line.
+  // The lane served model hands them to its codec: the toy template shows them as a first line.
   auto const prompts = probe->prompts();
   REQUIRE(prompts.size() == 3);
   toy_codec const codec;
@@ -553,7 +559,7 @@ TEST_CASE("chat_template_kwargs reach the chat template as they came; a non-obje
     CHECK(j["error"]["message"].get<std::string>().find("must be an object") != std::string::npos);
   }
   expect_error(c, with(R"({"messages": []})"), 400, "invalid_value");
-  CHECK(probe->kwargs().size() == 3);  // none of the refused requests reached the backend
+  CHECK(probe->kwargs().size() == 3);  // none of the refused requests reached the model
   auto m = c.Get("/metrics");
   REQUIRE(m);
   CHECK(m->body.find("tf_requests_rejected_total{reason=\"bad_request\"} 5") != std::string::npos);
@@ -565,7 +571,7 @@ TEST_CASE("Qwen3's template over the server: enable_thinking false adds the empt
   auto const gguf =
       tf::model::gguf_file::open(std::string(TF_FIXTURES_DIR) + "/qwen/tiny/tiny-f32.gguf");
   auto const tok = tf::tokenizer::load_tokenizer(gguf);
-  text_codec const codec(tok, "qwen3-tiny",
+  tf::tokenizer::text_codec const codec(tok, "qwen3-tiny",
                          read_text(std::string(TF_FIXTURES_DIR) + "/jinja/qwen3.jinja"), false);
   auto const goldens = json::parse(read_text(std::string(TF_FIXTURES_DIR) + "/jinja/goldens.json"));
   auto golden = [&](bool think) {
@@ -583,10 +589,10 @@ TEST_CASE("Qwen3's template over the server: enable_thinking false adds the empt
   CHECK(off_text == on_text + "<think>\n\n</think>\n\n");
 
   live_server s({}, {}, 0);
-  auto probe = std::make_shared<probe_backend>(
-      std::make_shared<lane_backend<toy_model, toy_family, text_codec>>(
+  auto probe = std::make_shared<probe_model>(
+      std::make_shared<lane_served_model<toy_model, toy_family, tf::tokenizer::text_codec>>(
           std::make_unique<toy_model>(128, 16), codec, host_config{2, 512, 4, 64}));
-  s.server->set_backend(probe);
+  s.server->set_model(probe);
   auto c = s.client();
   json body = {{"messages", on["messages"]}, {"max_tokens", 2}, {"temperature", 0}};
   body["chat_template_kwargs"] = {{"enable_thinking", false}};
@@ -606,4 +612,38 @@ TEST_CASE("Qwen3's template over the server: enable_thinking false adds the empt
   CHECK(tok.decode(prompts[0], true) == off_text);
   CHECK(codec.render_chat(on["messages"], {{"enable_thinking", false}}) == off_text);
   CHECK(codec.render_chat(on["messages"], {{"enable_thinking", true}}) == on_text);
+}
+
+TEST_CASE("a hybrid model over HTTP: /v1/load shows lanes and state slots, /metrics the reuse") {
+  live_server s({}, {}, 0);
+  // 6 slots at --parallel 2: 2 lane snapshots, 4 for streams and kept prompt states.
+  s.server->set_model(
+      std::make_shared<lane_served_model<hybrid_toy_model, hybrid_toy_family, toy_codec>>(
+          std::make_unique<hybrid_toy_model>(64, 16, 6), toy_codec{}, host_config{2, 512, 4, 64}));
+  auto c = s.client();
+  std::string const prompt(80, 'h');
+  json body = {{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}};
+  auto const first = post(c, "/v1/completions", body, 200);
+  auto const again = post(c, "/v1/completions", body, 200);
+  CHECK(again["tf"]["token_sha"] == first["tf"]["token_sha"]);
+  auto load = json::parse(c.Get("/v1/load")->body);
+  for (int i = 0; i < 100 && load["running"] != 0; ++i) {
+    std::this_thread::sleep_for(20ms);
+    load = json::parse(c.Get("/v1/load")->body);
+  }
+  INFO(load.dump());
+  CHECK(load["lanes"] == json{{"total", 2}, {"free", 2}});
+  CHECK(load["state_slots"]["total"] == 4);
+  CHECK(load["state_slots"]["held"] == 1);  // the kept prompt's state
+  CHECK(load["state_slots"]["free"] == 3);
+  auto m = c.Get("/metrics");
+  REQUIRE(m);
+  CHECK(m->body.find("\ntf_state_slots_total 4\n") != std::string::npos);
+  CHECK(m->body.find("\ntf_lanes_total 2\n") != std::string::npos);
+  CHECK(m->body.find("\ntf_prompt_tokens_reused_total 80\n") != std::string::npos);
+  auto census = s.server->model()->count();
+  CHECK(census.balanced());
+  CHECK(
+      census.line() ==
+      fmt::format("promised 0, free {} + store 5 == total 64; slots free 3 + held 1 == 4", 64 - 5));
 }

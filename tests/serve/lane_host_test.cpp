@@ -1,6 +1,5 @@
 #include <tf/serve/lane_host.hpp>
 #include <tf/serve/sha256.hpp>
-#include <tf/serve/toy_model.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -8,6 +7,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "toy_model.hpp"
 
 using namespace tf::serve;
 using namespace std::chrono_literals;

@@ -1,6 +1,7 @@
 // The built `serve` binary, live on a loopback port: the real openai client and curl, the serve
-// check (--parallel 4, 8 concurrent, /v1/load), a bounded load on the toy model, and the census
-// line at SIGTERM.
+// check (--parallel 4, 8 concurrent, /v1/load), and the census line at SIGTERM; the test server
+// over the toy models (tests/serve/toy_serve.cpp): a bounded load, the hybrid toy's slots census
+// and the budget's reserve.
 #include <httplib.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -35,6 +36,11 @@ fs::path serve_binary() {
   return fs::path(TF_BINARY_DIR) / "apps" / "serve";
 }
 
+/// The toy models' server, built with the tests.
+fs::path toy_binary() {
+  return fs::path(TF_BINARY_DIR) / "tests" / "toy_serve";
+}
+
 std::string read_file(fs::path const& p) {
   std::ifstream in(p);
   std::stringstream ss;
@@ -49,10 +55,10 @@ bool have_python_openai() {
 /// One `serve` process with its stderr in a temp file; killed if the test leaves early.
 class live_server {
  public:
-  explicit live_server(std::vector<std::string> args) {
+  explicit live_server(std::vector<std::string> args, fs::path const& binary = serve_binary()) {
     log_ = fs::temp_directory_path() /
            ("tf_serve_" + std::to_string(::getpid()) + "_" + std::to_string(++count_) + ".log");
-    args.insert(args.begin(), serve_binary().string());
+    args.insert(args.begin(), binary.string());
     args.push_back("--port");
     args.push_back("0");
     pid_ = ::fork();
@@ -404,13 +410,11 @@ TEST_CASE("a --parallel N that does not fit is refused with the budget's message
 }
 
 TEST_CASE("bounded load on the toy model: 300 requests, 16 clients, oversize and cancels") {
-  if (!fs::exists(serve_binary())) {
-    WARN("SKIP: the serve binary is not built: " << serve_binary().string());
-    return;
-  }
+  REQUIRE(fs::exists(toy_binary()));
   std::size_t const context = 512;
-  live_server s({"--toy", "--parallel", "4", "--context", std::to_string(context), "--max-queue",
-                 "8", "--threads", "1"});
+  live_server s({"--parallel", "4", "--context", std::to_string(context), "--max-queue", "8",
+                 "--threads", "1"},
+                toy_binary());
   REQUIRE(s.wait_ready(std::chrono::seconds(60)));
   int const port = s.port();
   std::atomic<int> next{0}, ok{0}, clear_errors{0}, cancelled{0}, unclear{0}, retried{0};
@@ -495,31 +499,67 @@ TEST_CASE("bounded load on the toy model: 300 requests, 16 clients, oversize and
 
 TEST_CASE(
     "--reserve-gib sets the reserve the budget keeps back; too large or not a number is refused") {
-  if (!fs::exists(serve_binary())) {
-    WARN("SKIP: the serve binary is not built: " << serve_binary().string());
-    return;
-  }
+  REQUIRE(fs::exists(toy_binary()));
   {
-    live_server s(
-        {"--toy", "--parallel", "2", "--context", "256", "--threads", "1", "--reserve-gib", "0.5"});
+    live_server s({"--parallel", "2", "--context", "256", "--threads", "1", "--reserve-gib", "0.5"},
+                  toy_binary());
     REQUIRE(s.wait_ready(std::chrono::seconds(60)));
     CHECK(s.stop() == 0);
     INFO(s.log());
     CHECK(s.log().find("a 0.5 GiB reserve") != std::string::npos);
   }
   {
-    live_server s({"--toy", "--parallel", "2", "--context", "256", "--threads", "1",
-                   "--reserve-gib", "1000000"});
+    live_server s(
+        {"--parallel", "2", "--context", "256", "--threads", "1", "--reserve-gib", "1000000"},
+        toy_binary());
     CHECK_FALSE(s.wait_ready(std::chrono::seconds(60)));
     CHECK(s.stop() == 1);
     INFO(s.log());
     CHECK(s.log().find("1000000.0 GiB reserve") != std::string::npos);
   }
   {
-    live_server s({"--toy", "--reserve-gib", "lots"});
+    live_server s({"--reserve-gib", "lots"}, toy_binary());
     CHECK_FALSE(s.wait_ready(std::chrono::seconds(60)));
     CHECK(s.stop() == 1);
     INFO(s.log());
     CHECK(s.log().find("--reserve-gib: 'lots' is not a GiB count") != std::string::npos);
   }
+}
+
+TEST_CASE("the hybrid toy served live: resumed == fresh, state slots in /v1/load, slots census") {
+  REQUIRE(fs::exists(toy_binary()));
+  live_server s({"--hybrid", "--parallel", "2", "--context", "1024", "--prompt-cache-gib", "0.01"},
+                toy_binary());
+  REQUIRE(s.wait_ready(std::chrono::seconds(60)));
+  auto const log = s.log();
+  INFO(log);
+  CHECK(log.find("recurrent state 64 bytes per stream") != std::string::npos);
+  std::string const prompt(300, 'z');  // 301 tokens: the keep stores 256, one whole page
+  auto const fresh = complete(s.port(), prompt, 16);
+  auto const run1 = prompt_tokens_run(s.port());
+  auto const resumed = complete(s.port(), prompt + "more", 16);
+  CHECK(prompt_tokens_run(s.port()) - run1 == 301 + 4 - 256);
+  auto const load = load_of(s.port());
+  INFO(load.dump());
+  CHECK(load.at("lanes").at("total") == 2);
+  CHECK(load.at("state_slots").at("total") == 4);  // 6 slots less a snapshot per lane
+  CHECK(load.at("state_slots").at("held").get<int>() >= 1);
+  CHECK(fresh.at("choices")[0].at("text") != "");
+  live_server solo(
+      {"--hybrid", "--parallel", "1", "--context", "1024", "--prompt-cache-gib", "0.01"},
+      toy_binary());
+  REQUIRE(solo.wait_ready(std::chrono::seconds(60)));
+  CHECK(complete(solo.port(), prompt + "more", 16).at("tf").at("token_sha") ==
+        resumed.at("tf").at("token_sha"));
+  CHECK(solo.stop() == 0);
+  CHECK(s.stop() == 0);
+  auto const stopped = s.log();
+  std::smatch m;
+  std::regex const line(
+      R"(KV census at stop: promised 0, free (\d+) \+ store (\d+) == total (\d+); slots free (\d+) \+ held (\d+) == 4\n)");
+  INFO(stopped);
+  REQUIRE(std::regex_search(stopped, m, line));
+  CHECK(std::stoull(m[1]) + std::stoull(m[2]) == std::stoull(m[3]));
+  CHECK(std::stoull(m[4]) + std::stoull(m[5]) == 4);
+  CHECK(m[5] == "1");  // the kept prompt's state
 }

@@ -69,13 +69,15 @@ class loaded_engine final : public loaded_model {
 };
 
 /// Calls `f(hana::type_c<Family>)` for the family of `Registry` that answers `file`'s
-/// architecture, after checking it has a forward on B; throws tf::error naming what is missing.
+/// architecture when it has a forward on B; throws tf::error naming what is missing otherwise.
 template <class Registry, class B, class Fn>
-auto with_family(model::model_file const& file, Fn&& f) {
-  return Registry::dispatch(file.architecture(), [&](auto t) {
+void with_family(model::model_file const& file, Fn&& f) {
+  Registry::dispatch(file.architecture(), [&](auto t) {
     using F = typename decltype(t)::type;
-    require_forward<F, B>();
-    return f(t);
+    if constexpr (has_forward<F, B>)
+      f(t);
+    else
+      require_forward<F, B>();
   });
 }
 

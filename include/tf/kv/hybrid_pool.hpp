@@ -166,6 +166,7 @@ class hybrid_pool {
     c.slots_promised = slots_.promised();
     c.slots_free = slots_.free_count();
     c.slots_held = slots_.held_count();
+    for (auto const& e : pages_.store().entries()) c.slots_store += e.slot >= 0 ? 1 : 0;
     c.slots_total = slots_.total();
     return c;
   }

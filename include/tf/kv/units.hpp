@@ -35,7 +35,8 @@ struct census {
   bool has_slots = false;
   std::int64_t slots_promised = 0;
   std::int64_t slots_free = 0;
-  std::int64_t slots_held = 0;  // by streams and by kept prompt states
+  std::int64_t slots_held = 0;   // by streams and by kept prompt states
+  std::int64_t slots_store = 0;  // of those, the ones only kept prompt states hold
   std::int64_t slots_total = 0;
   std::int64_t ledger_promised_bytes = 0;  // what the ledger still counts as promised
 
@@ -44,15 +45,18 @@ struct census {
     bool pages_ok = free >= 0 && held >= 0 && store >= 0 && free + held + store == total &&
                     held <= promised && promised <= total;
     bool slots_ok =
-        !has_slots || (slots_free >= 0 && slots_held >= 0 &&
-                       slots_free + slots_held == slots_total && slots_promised <= slots_total);
+        !has_slots ||
+        (slots_free >= 0 && slots_held >= 0 && slots_store >= 0 && slots_store <= slots_held &&
+         slots_free + slots_held == slots_total && slots_promised <= slots_total);
     return pages_ok && slots_ok;
   }
 
-  /// At rest (no stream running): nothing promised or held, free + store == total.
+  /// At rest (no stream running): nothing promised or held, free + store == total; slots held
+  /// only by kept prompt states.
   bool balanced() const {
     return consistent() && promised == 0 && held == 0 && free + store == total &&
-           ledger_promised_bytes == 0 && (!has_slots || slots_promised == 0);
+           ledger_promised_bytes == 0 &&
+           (!has_slots || (slots_promised == 0 && slots_held == slots_store));
   }
 
   /// `promised 0, free 132 + store 0 == total 132`, plus `; slots free 55 + held 9 == 64`.

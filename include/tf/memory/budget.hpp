@@ -28,6 +28,9 @@ struct budget_options {
   std::uint64_t kv_bytes_per_token =
       0;  ///< full-attention KV: layers x kv heads x head dim x 2 x dtype bytes
   std::uint64_t sliding_bytes_per_stream = 0;  ///< a fixed sliding-window ring per stream
+  /// Recurrent-state bytes one stream needs (hybrid families): the lane host keeps two slots per
+  /// stream, its state and its prompt-end snapshot. 0: no recurrent layers.
+  std::uint64_t state_bytes_per_stream = 0;
   std::uint32_t page_tokens = 16;              ///< tokens per KV page
   std::optional<std::uint64_t> reserve_bytes;  ///< --reserve-gib / TF_MEMORY_RESERVE_GIB
   std::optional<std::uint64_t> cap_bytes;      ///< --cap-gib / TF_MEMORY_CAP_GIB: the most tf uses
@@ -46,8 +49,9 @@ struct budget {
   std::uint64_t model_bytes = 0;
   std::uint32_t streams = 0;  ///< streams served at once
   std::uint64_t window_tokens = 0;
-  std::uint64_t bytes_per_stream = 0;  ///< KV pages for a full window plus the sliding ring
-  std::uint64_t kv_pages = 0;          ///< full-attention KV pages for all streams
+  std::uint64_t bytes_per_stream = 0;        ///< KV pages for a full window, sliding ring, state
+  std::uint64_t state_bytes_per_stream = 0;  ///< of those, the recurrent state's
+  std::uint64_t kv_pages = 0;                ///< full-attention KV pages for all streams
   std::uint32_t page_tokens = 0;
   std::uint64_t page_bytes = 0;                 ///< bytes of one KV page
   std::uint64_t prompt_cache_budget_bytes = 0;  ///< kept prompt states, at most what streams leave
@@ -172,6 +176,9 @@ inline budget size_start(const pool_reading& reading, const budget_options& o,
   b.bytes_per_stream = detail::checked_add(
       detail::checked_mul(pages_per_stream, b.page_bytes, "a stream's KV pages"),
       o.sliding_bytes_per_stream, "a stream's KV bytes");
+  b.state_bytes_per_stream = o.state_bytes_per_stream;
+  b.bytes_per_stream =
+      detail::checked_add(b.bytes_per_stream, o.state_bytes_per_stream, "a stream's bytes");
 
   const auto fit = b.bytes_per_stream == 0 ? UINT64_MAX : b.left_bytes / b.bytes_per_stream;
   if (o.parallel) {
@@ -212,12 +219,16 @@ inline budget size_start(const pool_reading& reading, const budget_options& o,
       o.prompt_cache_bytes ? std::min(*o.prompt_cache_bytes, after_streams) : after_streams;
 
   if (auto l = parked_line(own_parked)) b.lines.push_back(*l);
+  const auto state_clause =
+      o.state_bytes_per_stream == 0
+          ? std::string{}
+          : fmt::format("; recurrent state {} bytes per stream", o.state_bytes_per_stream);
   auto line = fmt::format(
       "{}: model {:.2f} GiB; {} at once, {:.2f} GiB each at a {}-token window, of {:.1f} GiB left "
-      "after a {:.1f} GiB reserve{}; KV pages {} (page {} tokens); prompt_cache_budget_bytes {}",
+      "after a {:.1f} GiB reserve{}; KV pages {} (page {} tokens){}; prompt_cache_budget_bytes {}",
       label, to_gib(o.model_bytes), detail::streams_phrase(b.streams), to_gib(b.bytes_per_stream),
       o.window_tokens, to_gib(b.left_bytes), to_gib(b.reserve_bytes), cap_clause, b.kv_pages,
-      o.page_tokens, b.prompt_cache_budget_bytes);
+      o.page_tokens, state_clause, b.prompt_cache_budget_bytes);
   if (smallest_rank != 0)
     line += fmt::format("; rank {}'s room is the smallest ({:.1f} GiB)", smallest_rank,
                         to_gib(reading.pool_bytes));

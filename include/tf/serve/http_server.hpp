@@ -1,9 +1,10 @@
 #pragma once
-/// The OpenAI-compatible HTTP API over a serving_backend: chat and text completions (SSE
+/// The OpenAI-compatible HTTP API over a served_model: chat and text completions (SSE
 /// streaming), models, health, load and metrics; API-key auth, body limits and timeouts.
-#include <tf/serve/backend.hpp>
 #include <tf/serve/openai_request.hpp>
+#include <tf/serve/served_model.hpp>
 #include <tf/serve/sha256.hpp>
+#include <tf/serve/text_assembler.hpp>
 
 // httplib's default backlog of 5 drops connections when many clients connect at once.
 #ifndef CPPHTTPLIB_LISTEN_BACKLOG
@@ -85,65 +86,7 @@ inline bool constant_time_equal(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-/// Length of the longest prefix of `s` that ends on a whole UTF-8 character.
-inline std::size_t utf8_complete_prefix(std::string_view s) {
-  std::size_t n = s.size();
-  for (std::size_t back = 1; back <= std::min<std::size_t>(4, n); ++back) {
-    auto c = static_cast<unsigned char>(s[n - back]);
-    if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
-    std::size_t len = c < 0x80         ? 1
-                      : (c >> 5) == 6  ? 2
-                      : (c >> 4) == 14 ? 3
-                      : (c >> 3) == 30 ? 4
-                                       : 1;
-    return len > back ? n - back : n;
-  }
-  return n;
-}
-
-/// Turns generated tokens into text, applying stop strings and holding back bytes that may
-/// still become a stop string or an unfinished UTF-8 character.
-class text_assembler {
- public:
-  explicit text_assembler(std::vector<std::string> stop) : stop_(std::move(stop)) {
-    for (auto const& s : stop_) hold_ = std::max(hold_, s.size() - 1);
-  }
-  /// Adds a token's bytes; returns true when a stop string has appeared (text cut before it).
-  bool add(std::string const& piece) {
-    auto from = text_.size() > hold_ + 0 ? text_.size() - hold_ : 0;
-    text_ += piece;
-    for (auto const& s : stop_) {
-      auto at = text_.find(s, from > s.size() ? from - s.size() : 0);
-      if (at != std::string::npos) {
-        text_.resize(at);
-        stopped_ = true;
-      }
-    }
-    return stopped_;
-  }
-  /// Text safe to send now (all of it once `final`).
-  std::string take(bool final) {
-    std::size_t ready = text_.size();
-    if (!final && !stopped_) ready = ready > hold_ ? ready - hold_ : 0;
-    ready = utf8_complete_prefix(std::string_view(text_).substr(0, ready));
-    if (final && ready < text_.size()) ready = text_.size();
-    if (ready <= sent_) return {};
-    auto out = text_.substr(sent_, ready - sent_);
-    sent_ = ready;
-    return out;
-  }
-  std::string const& text() const { return text_; }
-  bool stopped() const { return stopped_; }
-
- private:
-  std::vector<std::string> stop_;
-  std::size_t hold_ = 0;
-  std::string text_;
-  std::size_t sent_ = 0;
-  bool stopped_ = false;
-};
-
-/// The server: owns the httplib server; the backend arrives once the model has loaded.
+/// The server: owns the httplib server; the served model arrives once it has loaded.
 class api_server {
  public:
   explicit api_server(http_config cfg) : cfg_(std::move(cfg)) { routes(); }
@@ -151,13 +94,13 @@ class api_server {
   api_server& operator=(api_server const&) = delete;
 
   /// Installs the loaded model; /health answers 200 from then on.
-  void set_backend(std::shared_ptr<serving_backend> b) {
+  void set_model(std::shared_ptr<served_model> m) {
     std::lock_guard lock(mutex_);
-    backend_ = std::move(b);
+    model_ = std::move(m);
   }
-  std::shared_ptr<serving_backend> backend() const {
+  std::shared_ptr<served_model> model() const {
     std::lock_guard lock(mutex_);
-    return backend_;
+    return model_;
   }
   /// Loading progress shown by /health while loading (0..1).
   void set_progress(double p) { progress_.store(p); }
@@ -187,8 +130,8 @@ class api_server {
     res.set_content(e.body().dump(), "application/json");
   }
 
-  std::shared_ptr<serving_backend> ready_backend() const {
-    auto b = backend();
+  std::shared_ptr<served_model> ready_model() const {
+    auto b = model();
     if (!b) throw api_error(503, "the model is still loading", "server_error", "", "model_loading");
     return b;
   }
@@ -203,7 +146,7 @@ class api_server {
   // when the request may go on.
   bool turned_away(httplib::Request const& req, httplib::Response& res) {
     if (tl_over_connection_cap) {
-      if (auto b = backend()) b->stats().rejected_connections++;
+      if (auto b = model()) b->stats().rejected_connections++;
       res.set_header("Retry-After", "1");
       res.set_header("Connection", "close");
       send_error(res, api_error(503,
@@ -218,7 +161,7 @@ class api_server {
     bool ok = h.size() > prefix.size() && std::string_view(h).substr(0, prefix.size()) == prefix &&
               constant_time_equal(std::string_view(h).substr(prefix.size()), cfg_.api_key);
     if (ok) return false;
-    if (auto b = backend()) b->stats().rejected_auth++;
+    if (auto b = model()) b->stats().rejected_auth++;
     res.set_header("WWW-Authenticate", "Bearer");
     send_error(res, api_error(401, "a valid API key is required (Authorization: Bearer KEY)",
                               "invalid_request_error", "", "invalid_api_key"));
@@ -268,7 +211,7 @@ class api_server {
         });
 
     http_.Get("/health", [this](httplib::Request const&, httplib::Response& res) {
-      if (backend()) {
+      if (model()) {
         res.set_content(R"({"status":"ok"})", "application/json");
       } else {
         res.status = 503;
@@ -278,7 +221,7 @@ class api_server {
       }
     });
     http_.Get("/v1/models", [this](httplib::Request const&, httplib::Response& res) {
-      auto b = ready_backend();
+      auto b = ready_model();
       nlohmann::json j{{"object", "list"},
                        {"data",
                         {{{"id", b->model_id()},
@@ -289,7 +232,7 @@ class api_server {
       res.set_content(j.dump(), "application/json");
     });
     http_.Get("/v1/load", [this](httplib::Request const&, httplib::Response& res) {
-      auto b = ready_backend();
+      auto b = ready_model();
       auto l = b->load();
       nlohmann::json j{{"running", l.running},
                        {"queued", l.queued},
@@ -300,16 +243,18 @@ class api_server {
                          {"promised", l.pages_promised},
                          {"store", l.pages_store},
                          {"total", l.pages_total}}},
-                       {"slots", {{"total", l.slots}, {"free", l.slots_free}}},
+                       {"lanes", {{"total", l.lanes}, {"free", l.lanes_free}}},
+                       {"state_slots",
+                        {{"free", l.state_slots_free},
+                         {"held", l.state_slots_held},
+                         {"total", l.state_slots_total}}},
                        {"max_running_seen", l.max_running_seen},
                        {"rounds", l.rounds}};
       res.set_content(j.dump(), "application/json");
     });
     http_.Get("/metrics", [this](httplib::Request const&, httplib::Response& res) {
-      auto b = ready_backend();
-      auto l = b->load();
-      res.set_content(b->stats().prometheus(l.running, l.queued, l.pages_held, l.pages_total),
-                      "text/plain; version=0.0.4");
+      auto b = ready_model();
+      res.set_content(b->stats().prometheus(b->load()), "text/plain; version=0.0.4");
     });
     http_.Post("/v1/chat/completions", [this](httplib::Request const& req, httplib::Response& res) {
       if (!turned_away(req, res)) complete(req, res, true);
@@ -322,7 +267,7 @@ class api_server {
   // Per-request state shared with the content provider.
   struct job {
     openai_request req;
-    std::shared_ptr<serving_backend> backend;
+    std::shared_ptr<served_model> model;
     std::shared_ptr<request_stream> stream;
     text_assembler text{{}};
     std::vector<std::int32_t> tokens;
@@ -336,7 +281,7 @@ class api_server {
   };
 
   void complete(httplib::Request const& hreq, httplib::Response& res, bool chat) {
-    auto b = ready_backend();
+    auto b = ready_model();
     auto j = std::make_shared<job>();
     try {
       j->req = parse_openai_request(hreq.body, chat);
@@ -344,7 +289,7 @@ class api_server {
       b->stats().rejected_bad_request++;
       throw;
     }
-    j->backend = b;
+    j->model = b;
     j->text = text_assembler(j->req.stop);
     j->created = static_cast<std::int64_t>(std::time(nullptr));
     j->id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", ++next_id_);
@@ -404,7 +349,7 @@ class api_server {
   void pull(job& j, std::chrono::milliseconds wait) {
     if (j.done) return;
     auto c = j.stream->next(wait);
-    auto b = j.backend;
+    auto b = j.model;
     for (auto& t : c.tokens) {
       if (j.text.stopped()) break;
       j.tokens.push_back(t.token);
@@ -423,7 +368,7 @@ class api_server {
     }
   }
 
-  nlohmann::json logprob_entry(serving_backend& b, sample::sample_result const& t,
+  nlohmann::json logprob_entry(served_model& b, sample::sample_result const& t,
                                std::string const& piece) const {
     auto bytes = [](std::string const& s) {
       auto a = nlohmann::json::array();
@@ -503,7 +448,7 @@ class api_server {
     }
     nlohmann::json body{
         {"id", j.id},           {"object", j.req.chat ? "chat.completion" : "text_completion"},
-        {"created", j.created}, {"model", j.backend->model_id()},
+        {"created", j.created}, {"model", j.model->model_id()},
         {"choices", {choice}},  {"usage", usage(j)},
         {"tf", tf_block(j)}};
     auto s = dump(body);
@@ -521,7 +466,7 @@ class api_server {
     return {{"id", j.id},
             {"object", j.req.chat ? "chat.completion.chunk" : "text_completion"},
             {"created", j.created},
-            {"model", j.backend->model_id()},
+            {"model", j.model->model_id()},
             {"choices", std::move(choices)}};
   }
 
@@ -589,7 +534,7 @@ class api_server {
   http_config cfg_;
   httplib::Server http_;
   mutable std::mutex mutex_;
-  std::shared_ptr<serving_backend> backend_;
+  std::shared_ptr<served_model> model_;
   std::atomic<double> progress_{0.0};
   std::atomic<std::uint64_t> next_id_{0};
   std::int64_t started_ = static_cast<std::int64_t>(std::time(nullptr));

@@ -281,6 +281,13 @@ class lane_admission {
   kv::ledger const& ledger() const { return ledger_; }
   /// The page ids of a running request, for the forward to index its KV storage with.
   std::span<std::int32_t const> page_table(std::uint64_t id) const { return pool_.page_table(id); }
+  /// The running request's recurrent-state slot, or -1 (a pool without slots, or not started).
+  std::int32_t state_slot(std::uint64_t id) const {
+    if constexpr (requires { pool_.stream_slot(id); })
+      return pool_.stream_slot(id).value_or(-1);
+    else
+      return -1;
+  }
   bool running(std::uint64_t id) const { return running_.contains(id); }
 
  private:

@@ -1,18 +1,19 @@
 #pragma once
 /// The lane host: one engine thread that runs every request in lane rounds (cancels, admission,
-/// one prompt chunk, one batched decode round over every running stream) on a paged KV pool.
+/// one prompt chunk, one batched decode round over every running stream) on a family's KV pool:
+/// the paged pool, or a ledgerPool such as kv::hybrid_pool with recurrent-state slots.
 #include <tf/error.hpp>
-#include <tf/kv/paged_pool.hpp>
+#include <tf/family.hpp>
 #include <tf/sample/sampler.hpp>
+#include <tf/serve/batched_model.hpp>
 #include <tf/serve/lane_admission.hpp>
 #include <tf/serve/metrics.hpp>
+#include <tf/serve/request_stream.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <concepts>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -22,147 +23,13 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace tf::serve {
 
-/// One row of a batched forward: new tokens at start_pos, written to and read from the row's
-/// pages; all_logits asks for one logits row per token instead of only the last.
-struct batch_row {
-  std::span<std::int32_t const> tokens;
-  std::int32_t start_pos = 0;
-  std::span<std::int32_t const> page_table;
-  bool all_logits = false;
-};
-
-/// A model the lane host can drive: a paged KV pool and one forward over many rows at once.
-/// forward() writes, row after row, one [vocab] logits row (or one per token with all_logits).
-template <class M>
-concept batched_model = requires(M& m, std::span<batch_row const> rows, float* logits) {
-  { m.vocab_size() } -> std::convertible_to<std::size_t>;
-  { m.page_tokens() } -> std::convertible_to<std::size_t>;
-  { m.num_pages() } -> std::convertible_to<std::size_t>;
-  m.forward(rows, logits);
-};
-
-/// Why a request ended.
-enum class finish_reason { length, stop, cancelled, error };
-
-/// The OpenAI spelling of a finish reason.
-inline char const* to_string(finish_reason r) {
-  switch (r) {
-    case finish_reason::length:
-      return "length";
-    case finish_reason::stop:
-      return "stop";
-    case finish_reason::cancelled:
-      return "cancelled";
-    case finish_reason::error:
-      return "error";
-  }
-  return "error";
-}
-
-/// What a client asks the lane host to generate.
-struct generation_request {
-  std::vector<std::int32_t> prompt;
-  int max_tokens = -1;  // -1: up to the stream's window
-  sample::sampling_params sampling;
-  std::vector<std::int32_t> stop_tokens;  // end-of-generation ids (not emitted)
-};
-
-/// The client side of one request: tokens arrive from the engine thread, cancel() goes back.
-class request_stream {
- public:
-  /// One wait's worth of output.
-  struct chunk {
-    std::vector<sample::sample_result> tokens;
-    bool done = false;
-    finish_reason reason = finish_reason::length;
-    std::string error;
-  };
-
-  /// Waits up to `timeout` for tokens or the end; returns what arrived (maybe nothing).
-  chunk next(std::chrono::milliseconds timeout) {
-    std::unique_lock lock(mutex_);
-    cv_.wait_for(lock, timeout, [&] { return !pending_.empty() || done_; });
-    chunk c;
-    c.tokens.swap(pending_);
-    c.done = done_ && c.tokens.empty() ? true : done_;
-    c.reason = reason_;
-    c.error = error_;
-    return c;
-  }
-
-  /// Asks the engine to end this request at its next round (client gone, stop string seen).
-  void cancel(finish_reason why = finish_reason::cancelled) {
-    cancel_reason_.store(static_cast<int>(why));
-    cancel_.store(true);
-  }
-
-  bool cancel_requested() const { return cancel_.load(); }
-  std::size_t prompt_tokens() const { return prompt_tokens_; }
-
-  // Engine side.
-  void push(sample::sample_result r) {
-    {
-      std::lock_guard lock(mutex_);
-      pending_.push_back(std::move(r));
-    }
-    cv_.notify_all();
-  }
-  void finish(finish_reason why, std::string err = {}) {
-    {
-      std::lock_guard lock(mutex_);
-      if (done_) return;
-      done_ = true;
-      reason_ = why;
-      error_ = std::move(err);
-    }
-    cv_.notify_all();
-  }
-  finish_reason cancel_reason() const { return static_cast<finish_reason>(cancel_reason_.load()); }
-  std::size_t prompt_tokens_ = 0;
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::vector<sample::sample_result> pending_;
-  bool done_ = false;
-  finish_reason reason_ = finish_reason::length;
-  std::string error_;
-  std::atomic<bool> cancel_{false};
-  std::atomic<int> cancel_reason_{static_cast<int>(finish_reason::cancelled)};
-};
-
-/// Why a request was refused.
-enum class reject_reason {
-  none,
-  queue_full,
-  larger_than_pool,
-  context_length_exceeded,
-  stopping,
-  bad_request
-};
-
-/// submit()'s answer: the stream to read when accepted, else why not (with a message).
-struct stream_submit {
-  submit_status status = submit_status::rejected;
-  reject_reason reason = reject_reason::none;
-  std::string message;
-  std::shared_ptr<request_stream> stream;
-};
-
-/// A snapshot for /v1/load and /metrics.
-struct load_snapshot {
-  std::size_t running = 0, queued = 0, requeued = 0;
-  std::size_t pages_free = 0, pages_held = 0, pages_promised = 0, pages_store = 0, pages_total = 0;
-  std::size_t slots = 0, slots_free = 0;
-  std::size_t max_running_seen = 0;
-  std::uint64_t rounds = 0;
-};
-
-/// The stop census (kv::census): `promised 0, free N + store S == total N` once balanced.
+/// The stop census (kv::census): `promised 0, free N + store S == total N` once balanced, plus
+/// `; slots free F + held H == T` for a pool with recurrent-state slots.
 using census = kv::census;
 
 /// Lane host settings.
@@ -174,20 +41,28 @@ struct host_config {
 };
 
 /// Runs every request of `Model` through the lane rounds on one engine thread; `Family` binds
-/// the paged pool to the KV ledger (lane_admission), the only admission check.
+/// its pool to the KV ledger (lane_admission), the only admission check. With a pool of
+/// recurrent-state slots, the model's last `parallel` slots hold each lane's prompt-end state
+/// (what a kept prompt stores) and the pool gets the others.
 template <batched_model Model, class Family>
+requires drives_pool<Model, pool_of<Family>>
 class lane_host {
  public:
   using clock = std::chrono::steady_clock;
+  using pool_type = pool_of<Family>;
+  static constexpr bool has_state = pool_with_state_slots<pool_type>;
 
   lane_host(Model& model, host_config cfg, metrics* m = nullptr)
       : model_(model),
         cfg_(check(cfg)),
         metrics_(m ? m : &own_metrics_),
-        admission_(kv::pool_config{static_cast<std::int64_t>(model.page_tokens()),
-                                   static_cast<std::int64_t>(model.num_pages()), 0, 1},
+        admission_(pool_config_from<pool_type>::make(model, pool_slots(model, cfg_)),
                    admission_config(cfg_)) {
     if (model_.page_tokens() == 0) throw error("tf: the model's page size is 0 tokens");
+    if constexpr (has_state)
+      for (auto s = static_cast<std::size_t>(pool_slots(model, cfg_));
+           s < static_cast<std::size_t>(model_.num_state_slots()); ++s)
+        free_snapshots_.push_back(static_cast<std::int32_t>(s));
     publish_locked();
     engine_ = std::thread([this] { run(); });
   }
@@ -204,10 +79,10 @@ class lane_host {
     auto const n = req.prompt.size();
     if (n == 0) return reject(out, reject_reason::bad_request, "the prompt has no tokens");
     for (auto t : req.prompt)
-      if (t < 0 || static_cast<std::size_t>(t) >= model_.vocab_size())
+      if (t < 0 || static_cast<std::size_t>(t) >= vocab())
         return reject(
             out, reject_reason::bad_request,
-            fmt::format("prompt token {} is outside the vocabulary of {}", t, model_.vocab_size()));
+            fmt::format("prompt token {} is outside the vocabulary of {}", t, vocab()));
     if (n >= cfg_.context) {
       metrics_->rejected_context++;
       return reject(out, reject_reason::context_length_exceeded,
@@ -241,7 +116,10 @@ class lane_host {
       l->req = std::move(req);
       l->stream = s;
       l->arrived = clock::now();
-      if (r.status == submit_status::admitted) l->reused = r.reused_tokens;
+      if (r.status == submit_status::admitted) {
+        l->reused = r.reused_tokens;
+        l->reuse_slot = r.reuse_slot;
+      }
       if (r.status == submit_status::admitted)
         inbox_.push_back(std::move(l));
       else
@@ -254,7 +132,7 @@ class lane_host {
     return out;
   }
 
-  /// Running, queued, requeued, pages and slots, as of the last round.
+  /// Running, queued, requeued, pages, lanes and state slots, as of the last round.
   load_snapshot load() const {
     std::lock_guard lock(mutex_);
     return snapshot_;
@@ -285,7 +163,13 @@ class lane_host {
     generation_request req;
     std::shared_ptr<request_stream> stream;
     std::int64_t reused = 0;            // prompt tokens the prompt store already had
+    std::int32_t reuse_slot = -1;       // the kept state those tokens left (slotted pools)
+    std::int64_t held = 0;              // tokens the pool holds for the stream
     std::vector<std::int32_t> pages;    // page table, refreshed after each hold
+    std::int32_t slot = -1;             // the stream's recurrent-state slot, or -1
+    std::int32_t snapshot = -1;         // the lane's slot for the state at keep_at
+    std::size_t keep_at = 0;            // prompt tokens a keep stores (whole pages)
+    bool snapshotted = false;           // the snapshot holds the state at keep_at
     std::size_t pos = 0;                // tokens in the KV
     std::vector<std::int32_t> history;  // prompt + generated
     std::int32_t pending = -1;          // sampled, not yet in the KV
@@ -303,6 +187,21 @@ class lane_host {
     return lc;
   }
 
+  // Slots the pool gets: the model's, less one prompt-end snapshot slot per lane.
+  static std::int64_t pool_slots(Model const& m, host_config const& c) {
+    if constexpr (has_state) {
+      auto const total = static_cast<std::size_t>(m.num_state_slots());
+      if (total <= c.parallel)
+        throw error(
+            "tf: the model has {} recurrent-state slots; a lane host at --parallel {} needs "
+            "more: one prompt-end snapshot per lane, the rest for streams and kept prompts",
+            total, c.parallel);
+      return static_cast<std::int64_t>(total - c.parallel);
+    } else {
+      return 0;
+    }
+  }
+
   static host_config check(host_config c) {
     if (c.parallel == 0) throw error("tf: lane host needs --parallel >= 1 (got 0)");
     if (c.context < 2) throw error("tf: lane host needs --context >= 2 (got {})", c.context);
@@ -318,23 +217,48 @@ class lane_host {
     return out;
   }
 
-  // Holds pages for tokens [l.pos, l.pos + n) and refreshes the lane's page table.
+  // Holds pages for tokens [l.pos, l.pos + n) (those not held yet) and refreshes the page table.
   void hold(lane& l, std::size_t n) {
     std::lock_guard lock(mutex_);
-    admission_.on_tokens(l.id, static_cast<std::int64_t>(n));
+    auto const upto = static_cast<std::int64_t>(l.pos + n);
+    if (upto > l.held) {
+      admission_.on_tokens(l.id, upto - l.held);
+      l.held = upto;
+    }
     auto t = admission_.page_table(l.id);
     l.pages.assign(t.begin(), t.end());
   }
 
+  // Copies the stream's state, now at keep_at, into the lane's snapshot slot.
+  void take_snapshot(lane& l) {
+    if (l.keep_at == 0 || l.snapshotted) return;
+    model_.copy_state(l.slot, l.snapshot);
+    l.snapshotted = true;
+  }
+
   void end(lane& l, finish_reason why, std::string err = {}) {
+    // A prompt read in full is kept in the prompt store for prefix reuse.
+    bool keep = why != finish_reason::error && why != finish_reason::cancelled &&
+                l.pos >= l.req.prompt.size();
+    if constexpr (has_state) {
+      // The slot's state is past the generated tokens; the store keeps the prompt's, so it goes
+      // back first. No snapshot, or a failed copy, keeps nothing rather than a wrong state.
+      keep = keep && l.snapshotted;
+      if (keep) {
+        try {
+          model_.copy_state(l.snapshot, l.slot);
+        } catch (std::exception const&) {
+          keep = false;
+        }
+      }
+      if (l.snapshot >= 0) free_snapshots_.push_back(std::exchange(l.snapshot, -1));
+    }
     {
       std::lock_guard lock(mutex_);
-      // A prompt read in full is kept in the prompt store for prefix reuse.
-      bool keep = why != finish_reason::error && l.pos >= l.req.prompt.size();
-      if (why == finish_reason::cancelled || !keep)
-        admission_.cancel(l.id);
-      else
+      if (keep)
         admission_.finish(l.id, true);
+      else
+        admission_.cancel(l.id);
     }
     l.stream_done = true;
     if (why == finish_reason::cancelled) metrics_->cancelled++;
@@ -367,16 +291,33 @@ class lane_host {
   void start(lane& l) {
     l.history = l.req.prompt;
     l.sampler.emplace(l.req.sampling);
+    auto const n = l.req.prompt.size();
+    l.held = std::max<std::int64_t>(l.reused, 0);
     // Reuse at most prompt-1 tokens: the last one runs again to give the first logits.
-    auto const reuse = std::min<std::size_t>(
-        static_cast<std::size_t>(std::max<std::int64_t>(l.reused, 0)), l.req.prompt.size() - 1);
-    l.pos = reuse;
+    auto reuse = std::min(static_cast<std::size_t>(l.held), n - 1);
     {
       std::lock_guard lock(mutex_);
       auto t = admission_.page_table(l.id);
       l.pages.assign(t.begin(), t.end());
+      l.slot = admission_.state_slot(l.id);
     }
-    metrics_->prompt_tokens += l.req.prompt.size() - reuse;
+    if constexpr (has_state) {
+      if (l.slot < 0) throw error("tf: request {} started without a recurrent-state slot", l.id);
+      l.snapshot = free_snapshots_.back();
+      free_snapshots_.pop_back();
+      l.keep_at = n - n % model_.page_tokens();
+      // The kept state is at the kept prompt's end: resume there. With no token left after it
+      // to give the first logits (or no state), start fresh: the forward resets at position 0.
+      bool const resume = l.held > 0 && static_cast<std::size_t>(l.held) < n && l.reuse_slot >= 0;
+      reuse = resume ? static_cast<std::size_t>(l.held) : 0;
+      // Runs before any forward this round, so a kept slot reclaimed since admission is intact.
+      if (resume && l.reuse_slot != l.slot) model_.copy_state(l.reuse_slot, l.slot);
+    }
+    l.pos = reuse;
+    if constexpr (has_state)
+      if (l.pos == l.keep_at) take_snapshot(l);
+    metrics_->prompt_tokens += n - reuse;
+    metrics_->prompt_tokens_reused += reuse;
   }
 
   void run() {
@@ -414,6 +355,7 @@ class lane_host {
                                  [&](auto const& w) { return w->id == a.id; });
           if (it == waiting_.end()) continue;
           (*it)->reused = a.reused_tokens;
+          (*it)->reuse_slot = a.reuse_slot;
           admitted.push_back(std::move(*it));
           waiting_.erase(it);
         }
@@ -421,7 +363,12 @@ class lane_host {
       }
       if (stop_now) break;
       for (auto& a : admitted) {
-        start(*a);
+        try {
+          start(*a);
+        } catch (std::exception const& e) {
+          end(*a, finish_reason::error, fmt::format("tf: start failed: {}", e.what()));
+          continue;
+        }
         running_.push_back(std::move(a));
       }
       for (auto& l : running_)
@@ -446,18 +393,31 @@ class lane_host {
     publish_locked();
   }
 
+  // The lane's row for `tokens` at its position: its page table and state slot.
+  static batch_row row_of(lane const& l, std::span<std::int32_t const> tokens) {
+    batch_row r;
+    r.tokens = tokens;
+    r.start_pos = static_cast<std::int32_t>(l.pos);
+    r.page_table = l.pages;
+    r.state_slot = l.slot;
+    return r;
+  }
+
   // One chunk of the oldest prompt still being read.
   void prefill_round(std::vector<float>& logits) {
     for (auto& lp : running_) {
       auto& l = *lp;
       if (l.stream_done || l.pos >= l.req.prompt.size()) continue;
-      auto const n = std::min(cfg_.prefill_chunk, l.req.prompt.size() - l.pos);
+      auto n = std::min(cfg_.prefill_chunk, l.req.prompt.size() - l.pos);
+      // A chunk ends at keep_at, so the state a keep stores can be copied there.
+      if (has_state && !l.snapshotted && l.keep_at > l.pos) n = std::min(n, l.keep_at - l.pos);
       hold(l, n);
-      batch_row row{std::span<std::int32_t const>(l.req.prompt).subspan(l.pos, n),
-                    static_cast<std::int32_t>(l.pos), l.pages, false};
-      logits.resize(model_.vocab_size());
+      auto const row = row_of(l, std::span<std::int32_t const>(l.req.prompt).subspan(l.pos, n));
+      logits.resize(vocab());
       model_.forward(std::span<batch_row const>(&row, 1), logits.data());
       l.pos += n;
+      if constexpr (has_state)
+        if (l.pos == l.keep_at) take_snapshot(l);
       if (l.pos == l.req.prompt.size()) emit(l, l.sampler->sample(logits, l.history));
       return;
     }
@@ -479,17 +439,16 @@ class lane_host {
     for (std::size_t i = 0; i < row_lanes.size(); ++i) {
       auto& l = *row_lanes[i];
       hold(l, 1);
-      rows.push_back({std::span<std::int32_t const>(&tokens[i], 1),
-                      static_cast<std::int32_t>(l.pos), l.pages, false});
+      rows.push_back(row_of(l, std::span<std::int32_t const>(&tokens[i], 1)));
     }
-    logits.resize(rows.size() * model_.vocab_size());
+    logits.resize(rows.size() * vocab());
     model_.forward(std::span<batch_row const>(rows), logits.data());
     for (std::size_t i = 0; i < row_lanes.size(); ++i) {
       auto& l = *row_lanes[i];
       l.pos += 1;
       l.pending = -1;
       auto row =
-          std::span<float const>(logits).subspan(i * model_.vocab_size(), model_.vocab_size());
+          std::span<float const>(logits).subspan(i * vocab(), vocab());
       emit(l, l.sampler->sample(row, l.history));
     }
   }
@@ -505,11 +464,17 @@ class lane_host {
     snapshot_.pages_promised = static_cast<std::size_t>(c.promised);
     snapshot_.pages_store = static_cast<std::size_t>(c.store);
     snapshot_.pages_total = static_cast<std::size_t>(c.total);
-    snapshot_.slots = cfg_.parallel;
-    snapshot_.slots_free = cfg_.parallel - std::min(cfg_.parallel, l.running);
+    snapshot_.lanes = cfg_.parallel;
+    snapshot_.lanes_free = cfg_.parallel - std::min(cfg_.parallel, l.running);
+    snapshot_.state_slots_free = static_cast<std::size_t>(c.slots_free);
+    snapshot_.state_slots_held = static_cast<std::size_t>(c.slots_held);
+    snapshot_.state_slots_total = static_cast<std::size_t>(c.slots_total);
     snapshot_.max_running_seen = std::max(max_running_, l.running);
     snapshot_.rounds = rounds_;
   }
+
+  // The model's vocabulary size as a count (models report it as any integer type).
+  std::size_t vocab() const { return static_cast<std::size_t>(model_.vocab_size()); }
 
   Model& model_;
   host_config cfg_;
@@ -529,6 +494,7 @@ class lane_host {
   std::size_t max_running_ = 0;
 
   std::vector<std::unique_ptr<lane>> running_;  // engine thread only
+  std::vector<std::int32_t> free_snapshots_;    // engine thread only: lanes' snapshot slots
   std::thread engine_;
 };
 

@@ -55,9 +55,21 @@ inline std::vector<double> latency_bounds() {
   return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 }
 
+/// A snapshot of the lane host for /v1/load and the /metrics gauges.
+struct load_snapshot {
+  std::size_t running = 0, queued = 0, requeued = 0;
+  std::size_t pages_free = 0, pages_held = 0, pages_promised = 0, pages_store = 0, pages_total = 0;
+  std::size_t lanes = 0, lanes_free = 0;  // streams at once (--parallel), and those idle
+  // Recurrent-state slots of a pool with them (kept prompt states hold some); 0 for the others.
+  std::size_t state_slots_free = 0, state_slots_held = 0, state_slots_total = 0;
+  std::size_t max_running_seen = 0;
+  std::uint64_t rounds = 0;
+};
+
 /// Every counter the server exports; the lane host and the HTTP layer update it.
 struct metrics {
   std::atomic<std::uint64_t> prompt_tokens{0};
+  std::atomic<std::uint64_t> prompt_tokens_reused{0};  // skipped: their KV came from the store
   std::atomic<std::uint64_t> generation_tokens{0};
   std::atomic<std::uint64_t> requests_finished{0};
   std::atomic<std::uint64_t> rejected_queue_full{0};
@@ -70,9 +82,10 @@ struct metrics {
   histogram ttft{latency_bounds()};
   histogram inter_token{latency_bounds()};
 
-  /// Prometheus text; the gauges (running, waiting, KV use) come from the caller's snapshot.
-  std::string prometheus(std::size_t running, std::size_t waiting, std::size_t pages_held,
-                         std::size_t pages_total) const {
+  /// Prometheus text; the gauges (running, waiting, KV use) come from the lane host's snapshot.
+  std::string prometheus(load_snapshot const& l) const {
+    auto const running = l.running, waiting = l.queued, pages_held = l.pages_held,
+               pages_total = l.pages_total;
     std::string out;
     auto gauge = [&](char const* name, char const* help, double v) {
       out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{} {}\n", name, help, name, name, v);
@@ -86,7 +99,14 @@ struct metrics {
     gauge("tf_kv_pages_total", "KV pages in the pool.", static_cast<double>(pages_total));
     gauge("tf_kv_usage_ratio", "Held share of the KV pool.",
           pages_total ? static_cast<double>(pages_held) / static_cast<double>(pages_total) : 0.0);
+    gauge("tf_lanes_total", "Streams the lane rounds run at once.", static_cast<double>(l.lanes));
+    gauge("tf_state_slots_held", "Recurrent-state slots held (streams and kept prompts).",
+          static_cast<double>(l.state_slots_held));
+    gauge("tf_state_slots_total", "Recurrent-state slots in the pool.",
+          static_cast<double>(l.state_slots_total));
     counter("tf_prompt_tokens_total", "Prompt tokens processed.", prompt_tokens.load());
+    counter("tf_prompt_tokens_reused_total", "Prompt tokens skipped: kept in the prompt store.",
+            prompt_tokens_reused.load());
     counter("tf_generation_tokens_total", "Tokens generated.", generation_tokens.load());
     counter("tf_requests_finished_total", "Requests that finished.", requests_finished.load());
     counter("tf_requests_cancelled_total", "Requests cancelled (client gone or stop).",

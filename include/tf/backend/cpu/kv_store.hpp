@@ -140,7 +140,7 @@ class kv_store {
                         float scale, std::int32_t window, float softcap) const {
     namespace af = kernels::cpu::attention_f16;
     namespace rows = kernels::cpu::kv_rows;
-    constexpr std::int32_t slots = af::key_slots;
+    constexpr std::int32_t accs = af::key_accumulators;
     constexpr std::int32_t ahead = 8;  // keys between a row's prefetch and its use
     std::int64_t const hd = layout_.head_dim, q_dim = hd * nh, group = nh / layout_.kv_heads;
     std::int64_t const per_kv = group / G;
@@ -151,7 +151,7 @@ class kv_store {
       for (std::int64_t w = w0; w < w1; ++w) {
         auto const [t, kvh, h0, lo, p] = item_of(s, w, G, per_kv, window);
         // Whole 32-key cycles around lo..p; the keys outside get no weight.
-        std::int32_t const a0 = lo - lo % slots, a1 = (p + slots) / slots * slots;
+        std::int32_t const a0 = lo - lo % accs, a1 = (p + accs) / accs * accs;
         std::int64_t const span = a1 - a0;
         auto row = [&](std::uint16_t const* base, std::int32_t j) {
           return base + kv_at(s, t, j) + kvh * hd;
@@ -184,7 +184,7 @@ class kv_store {
         for (int g = 0; g < G; ++g) {
           float const* sg = scores.data() + g * span + (lo - a0);
           rows::scale_round(sg, inv[g], probs.data(), m);
-          af::weighted_sum(vrows.data(), probs.data(), m, lo % slots, hd,
+          af::weighted_sum(vrows.data(), probs.data(), m, lo % accs, hd,
                            att + t * q_dim + (h0 + g) * hd);
         }
       }

@@ -1,7 +1,7 @@
 #pragma once
 /// The CPU backend's mixture of experts: routing (softmax top-k, or sigmoid with a correction bias
 /// over the best groups) and the experts, each run once over the rows that picked it. A row's
-/// result is summed in slot order, so it does not depend on what else is in the batch.
+/// result is summed in pick order, so it does not depend on what else is in the batch.
 #include <kernels/cpu/thread_pool.hpp>
 #include <tf/backend/backend.hpp>
 #include <tf/backend/cpu/math.hpp>
@@ -32,7 +32,7 @@ inline void top_k(float const* scores, char const* allowed, int n, int k, std::i
       for (int p = 0; p < s; ++p) taken = taken || out[p] == e;
       if (!taken && (best < 0 || scores[e] > scores[best])) best = e;
     }
-    if (best < 0) throw error("tf: MoE routing found no expert for slot {} of {}", s, k);
+    if (best < 0) throw error("tf: MoE routing found no expert for pick {} of {}", s, k);
     out[s] = best;
   }
 }
@@ -101,10 +101,10 @@ inline void route(routing_params const& r, float const* logits, float const* bia
 struct moe_scratch {
   std::vector<float> logits, weight, results, xb, g, u, y;
   std::vector<std::int32_t> pick;
-  std::vector<std::size_t> slots;
+  std::vector<std::size_t> chosen;  // the (row, pick)s of one expert
 };
 
-/// out [n, hidden] = sum over slots k (in order) of w_k * expert_k(x) (+ shared(x)), where each
+/// out [n, hidden] = sum over picks k (in order) of w_k * expert_k(x) (+ shared(x)), where each
 /// expert is down(act(gate x) * up x) and x is [n, hidden]. Unchosen experts are never read.
 template <class Glu>
 void run_moe(kernels::cpu::thread_pool& pool, routing_params const& r, matrix const& router,
@@ -130,21 +130,21 @@ void run_moe(kernels::cpu::thread_pool& pool, routing_params const& r, matrix co
     glu(m.g.data(), m.u.data(), static_cast<std::int64_t>(f));
     matmul(pool, e.down, m.g.data(), ys, rows);
   };
-  // Each expert once over the (row, slot)s that picked it; results kept per (row, slot).
-  auto const n_slots = static_cast<std::size_t>(n * K);
-  m.results.resize(n_slots * h);
+  // Each expert once over the (row, pick)s that chose it; results kept per (row, pick).
+  auto const n_picks = static_cast<std::size_t>(n * K);
+  m.results.resize(n_picks * h);
   for (std::size_t e = 0; e < experts.size(); ++e) {
-    m.slots.clear();
-    for (std::size_t i = 0; i < n_slots; ++i)
-      if (static_cast<std::size_t>(m.pick[i]) == e) m.slots.push_back(i);
-    if (m.slots.empty()) continue;
-    m.xb.resize(m.slots.size() * h);
-    for (std::size_t j = 0; j < m.slots.size(); ++j)
-      std::copy_n(x + (m.slots[j] / static_cast<std::size_t>(K)) * h, h, m.xb.data() + j * h);
+    m.chosen.clear();
+    for (std::size_t i = 0; i < n_picks; ++i)
+      if (static_cast<std::size_t>(m.pick[i]) == e) m.chosen.push_back(i);
+    if (m.chosen.empty()) continue;
+    m.xb.resize(m.chosen.size() * h);
+    for (std::size_t j = 0; j < m.chosen.size(); ++j)
+      std::copy_n(x + (m.chosen[j] / static_cast<std::size_t>(K)) * h, h, m.xb.data() + j * h);
     m.y.resize(m.xb.size());
-    run(experts[e], m.xb.data(), static_cast<std::int64_t>(m.slots.size()), m.y.data());
-    for (std::size_t j = 0; j < m.slots.size(); ++j)
-      std::copy_n(m.y.data() + j * h, h, m.results.data() + m.slots[j] * h);
+    run(experts[e], m.xb.data(), static_cast<std::int64_t>(m.chosen.size()), m.y.data());
+    for (std::size_t j = 0; j < m.chosen.size(); ++j)
+      std::copy_n(m.y.data() + j * h, h, m.results.data() + m.chosen[j] * h);
   }
   if (shared)
     run(*shared, x, n, out);

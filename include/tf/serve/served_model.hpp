@@ -1,6 +1,7 @@
 #pragma once
-/// The HTTP layer's view of a loaded model: text <-> tokens plus a lane host, behind one
-/// interface so the server can answer /health before the model has loaded.
+/// The HTTP layer's view of a loaded model (a served model, not a compute backend): text <->
+/// tokens plus a lane host, behind one interface so the server can answer /health before the
+/// model has loaded.
 #include <tf/serve/lane_host.hpp>
 
 #include <nlohmann/json.hpp>
@@ -12,9 +13,9 @@
 namespace tf::serve {
 
 /// What the HTTP routes call; one implementation per (model, codec) pair.
-class serving_backend {
+class served_model {
  public:
-  virtual ~serving_backend() = default;
+  virtual ~served_model() = default;
   /// Prompt text -> ids (BOS as the vocab asks).
   virtual std::vector<std::int32_t> encode_text(std::string const& text) const = 0;
   /// Chat messages [{role, content: string}] -> ids, with the generation prompt; the entries of
@@ -37,9 +38,9 @@ class serving_backend {
 /// A lane host over `Model`, with `Codec` for text (encode, piece, render_chat(messages, kwargs),
 /// stop_tokens, model_id); owns both.
 template <batched_model Model, class Family, class Codec>
-class lane_backend final : public serving_backend {
+class lane_served_model final : public served_model {
  public:
-  lane_backend(std::unique_ptr<Model> model, Codec codec, host_config cfg)
+  lane_served_model(std::unique_ptr<Model> model, Codec codec, host_config cfg)
       : model_(std::move(model)), codec_(std::move(codec)), host_(*model_, cfg) {}
 
   std::vector<std::int32_t> encode_text(std::string const& text) const override {

@@ -1,10 +1,10 @@
 #pragma once
-/// A deterministic toy model and byte codec: logits are a pure function of a row's token history,
-/// kept in its KV pages, so batched == solo is checkable without a real model.
+/// Test helper: a deterministic toy model and byte codec. Logits are a pure function of a row's
+/// token history, kept in its KV pages, so batched == solo is checkable without a real model.
+#include <tf/batch.hpp>
 #include <tf/error.hpp>
 #include <tf/family.hpp>
 #include <tf/kv/paged_pool.hpp>
-#include <tf/serve/lane_host.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -19,12 +19,34 @@
 
 namespace tf::serve {
 
+using tf::batch_row;
+
 /// Toy vocabulary: ids 0..255 are bytes, then BOS and EOS.
 struct toy_vocab {
   static constexpr std::int32_t bos = 256;
   static constexpr std::int32_t eos = 257;
   static constexpr std::size_t size = 258;
 };
+
+/// splitmix64's finalizer: the toy models' hash.
+inline std::uint64_t toy_mix(std::uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return x;
+}
+
+/// One logits row from a hash: printable ASCII is likely, EOS rare, the rest never.
+inline void toy_logits(std::uint64_t h, float* out) {
+  for (std::size_t v = 0; v < toy_vocab::size; ++v) {
+    auto r = toy_mix(h + v * 0x2545f4914f6cdd1dull);
+    float u = static_cast<float>(r >> 40) / static_cast<float>(1u << 24);  // [0, 1)
+    bool printable = (v >= 'a' && v <= 'z') || v == ' ' || v == '.';
+    out[v] = printable ? 4.0f * u : (v == toy_vocab::eos ? 4.0f * u - 1.0f : -20.0f);
+  }
+}
 
 /// The toy model's family traits: the engine's paged pool, per-request admission.
 struct toy_family {
@@ -64,9 +86,10 @@ class toy_model {
         auto tok = row.tokens[i];
         if (tok < 0 || static_cast<std::size_t>(tok) >= toy_vocab::size)
           throw error("tf: toy model got token {} outside its vocabulary", tok);
-        slot(row, pos) = mix(prev ^ (static_cast<std::uint64_t>(tok) + 1) * 0xff51afd7ed558ccdull);
+        slot(row, pos) =
+            toy_mix(prev ^ (static_cast<std::uint64_t>(tok) + 1) * 0xff51afd7ed558ccdull);
         if (row.all_logits || i + 1 == row.tokens.size()) {
-          fill_logits(slot(row, pos), logits);
+          toy_logits(slot(row, pos), logits);
           logits += toy_vocab::size;
         }
       }
@@ -74,15 +97,6 @@ class toy_model {
   }
 
  private:
-  static std::uint64_t mix(std::uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-  }
-
   std::uint64_t& slot(batch_row const& row, std::size_t pos) {
     auto const page = pos / page_tokens_;
     if (page >= row.page_table.size())
@@ -92,16 +106,6 @@ class toy_model {
     if (id < 0 || static_cast<std::size_t>(id) >= pages_)
       throw error("tf: toy model: page id {} outside the pool of {}", id, pages_);
     return slots_[static_cast<std::size_t>(id) * page_tokens_ + pos % page_tokens_];
-  }
-
-  // Printable ASCII is likely, EOS rare, the rest never.
-  static void fill_logits(std::uint64_t h, float* out) {
-    for (std::size_t v = 0; v < toy_vocab::size; ++v) {
-      auto r = mix(h + v * 0x2545f4914f6cdd1dull);
-      float u = static_cast<float>(r >> 40) / static_cast<float>(1u << 24);  // [0, 1)
-      bool printable = (v >= 'a' && v <= 'z') || v == ' ' || v == '.';
-      out[v] = printable ? 4.0f * u : (v == toy_vocab::eos ? 4.0f * u - 1.0f : -20.0f);
-    }
   }
 
   std::size_t pages_, page_tokens_;

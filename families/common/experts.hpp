@@ -1,0 +1,101 @@
+#pragma once
+/// Binding a MoE layer's experts: sliced from the 3-D stacked tensors GGUF keeps them in (and
+/// transformers 5's fused checkpoints), or one tensor per expert (HF), described as host matrices
+/// and uploaded to the backend.
+#include <families/common/tensor_binder.hpp>
+#include <tf/backend/cpu.hpp>
+#include <tf/error.hpp>
+#include <tf/model/tensor_names.hpp>
+#include <tf/model/tensor_type.hpp>
+
+#include <fmt/ranges.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace tf::families {
+
+/// The `n_expert` matrices of `rows` x `cols` stacked in a 3-D tensor with dims
+/// {cols, rows, n_expert} (GGUF's ffn_*_exps; anything with name, type, dims, data, bytes).
+/// Throws tf::error naming the tensor when its shape or size disagrees.
+template <class View>
+std::vector<backend::host_matrix> stacked_experts(View const& t, std::int64_t rows,
+                                                  std::int64_t cols, std::int64_t n_expert) {
+  if (t.dims.size() != 3 || t.dims[0] != cols || t.dims[1] != rows || t.dims[2] != n_expert)
+    throw error("tf: expert tensor {} has dims [{}], expected [{}, {}, {}]", t.name,
+                fmt::join(t.dims, ", "), cols, rows, n_expert);
+  auto const row_bytes = model::row_bytes(t.type, static_cast<std::uint64_t>(cols));
+  auto const expert_bytes = row_bytes * static_cast<std::uint64_t>(rows);
+  if (expert_bytes * static_cast<std::uint64_t>(n_expert) > t.bytes)
+    throw error("tf: expert tensor {} holds {} bytes, {} experts of {} need {}", t.name, t.bytes,
+                n_expert, expert_bytes, expert_bytes * static_cast<std::uint64_t>(n_expert));
+  std::vector<backend::host_matrix> out;
+  out.reserve(static_cast<std::size_t>(n_expert));
+  for (std::int64_t e = 0; e < n_expert; ++e)
+    out.push_back(backend::host_matrix{
+        t.type, rows, cols, t.data + static_cast<std::uint64_t>(e) * expert_bytes, row_bytes});
+  return out;
+}
+
+/// Rows [first, first + count) of m, as a matrix of their own.
+inline backend::host_matrix row_slice(backend::host_matrix m, std::int64_t first,
+                                      std::int64_t count) {
+  m.data += static_cast<std::uint64_t>(first) * m.row_bytes;
+  m.rows = count;
+  return m;
+}
+
+/// HF's stacked expert tensors (transformers 5) with `{}` for the layer: gate_up [hidden, 2 ff,
+/// experts] (each expert's gate rows, then its up rows) and down [ff, hidden, experts].
+struct fused_expert_names {
+  std::string_view gate_up, down;
+};
+
+/// Layer `layer`'s `n` experts (gate and up [ff, hidden], down [hidden, ff]) bound through `b`
+/// (a tensor_binder whose map has ffn_{gate,up,down}_exps): from GGUF's stacked tensors, from
+/// HF's fused stacked tensors where `fused` names them and the file has them, or from HF's one
+/// tensor per expert (the map's HF name has a second `{}`, the expert). Throws tf::error naming
+/// a missing or malformed tensor.
+template <class Binder>
+auto bind_experts(Binder const& b, int layer, std::int64_t n, std::int64_t ff, std::int64_t h,
+                  fused_expert_names const* fused = nullptr) {
+  using model::tensor_role;
+  using B = std::remove_reference_t<decltype(b.be)>;
+  std::vector<typename B::expert> out;
+  auto add = [&](backend::host_matrix g, backend::host_matrix u, backend::host_matrix d) {
+    out.push_back({b.be.upload(g), b.be.upload(u), b.be.upload(d)});
+  };
+  if (b.style == name_style::gguf) {
+    auto const g = stacked_experts(*b.find(tensor_role::ffn_gate_exps, layer, false), ff, h, n);
+    auto const u = stacked_experts(*b.find(tensor_role::ffn_up_exps, layer, false), ff, h, n);
+    auto const d = stacked_experts(*b.find(tensor_role::ffn_down_exps, layer, false), h, ff, n);
+    for (std::size_t e = 0; e < g.size(); ++e) add(g[e], u[e], d[e]);
+    return out;
+  }
+  auto tensor = [&](std::string const& name) {
+    auto const* t = b.file.find_tensor(name);
+    if (!t) throw error("tf: {} model lacks the tensor {}", b.family, name);
+    return t;
+  };
+  if (fused) {
+    if (auto const* gu = b.file.find_tensor(model::expand(fused->gate_up, layer))) {
+      auto const both = stacked_experts(*gu, 2 * ff, h, n);
+      auto const d = stacked_experts(*tensor(model::expand(fused->down, layer)), h, ff, n);
+      for (std::size_t e = 0; e < both.size(); ++e)
+        add(row_slice(both[e], 0, ff), row_slice(both[e], ff, ff), d[e]);
+      return out;
+    }
+  }
+  auto one = [&](tensor_role role, int e, std::int64_t rows, std::int64_t cols) {
+    return b.host_of(tensor(model::expand(b.name_of(role, layer), e)), rows, cols);
+  };
+  for (int e = 0; e < n; ++e)
+    add(one(tensor_role::ffn_gate_exps, e, ff, h), one(tensor_role::ffn_up_exps, e, ff, h),
+        one(tensor_role::ffn_down_exps, e, h, ff));
+  return out;
+}
+
+}  // namespace tf::families
