@@ -6,8 +6,7 @@
 #include <tf/model/default_model.hpp>
 #include <tf/model/model_file.hpp>
 #include <tf/serve/http_server.hpp>
-#include <tf/serve/served_model.hpp>
-#include <tf/tokenizer/text_codec.hpp>
+#include <tf/serve/open_served.hpp>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -161,44 +160,29 @@ int main(int argc, char** argv) {
       auto const store = b.page_bytes == 0 ? 0 : b.prompt_cache_budget_bytes / b.page_bytes;
       return static_cast<std::size_t>(b.kv_pages + store);
     };
-    std::shared_ptr<tf::serve::served_model> be;
-    std::optional<tf::model::model_file> file;  // the weights point into its mapping: keep it open
     std::size_t parallel = 0;
-    {
-      auto path = tf::model::resolve_model_path(model_path.empty() ? std::nullopt
-                                                                   : std::optional(model_path));
-      fmt::print(stderr, "tf: loading {}\n", path.string());
-      server.set_progress(0.1);
-      bool const read = load == "read" || (load == "auto" && backend == "cpu");
-      // Mapped first: the budget is read before a copy of the weights takes memory.
-      file.emplace(tf::model::model_file::open(path, tf::model::load_mode::map));
-      auto const kv_dtype = kv_type == "f32" ? tf::kv_dtype::f32 : tf::kv_dtype::f16;
-      tf::with_family<tf::families::builtin, tf::backend::cpu>(*file, [&](auto family_type) {
-        using family = typename decltype(family_type)::type;
-        using engine = tf::engine<family, tf::backend::cpu>;
-        // A stream's recurrent state is held twice: its slot and the lane's prompt-end snapshot.
-        std::uint64_t const state_bytes = engine::state_bytes_per_stream(*file);
-        auto b = size_start(weight_bytes(path), engine::kv_bytes_per_token(*file, kv_dtype),
-                            2 * state_bytes);
-        parallel = b.streams;
-        std::size_t const pages = pool_pages(b);
-        tf::serve::host_config cfg{parallel, context, max_queue, page_tokens};
-        auto codec = tf::tokenizer::load_codec(*file, path, path.filename().string(),
-                                               family::name == "gemma3");
-        if (read) file.emplace(tf::model::model_file::open(path, tf::model::load_mode::read));
-        tf::kv_shape const kv{static_cast<std::int32_t>(pages),
-                              static_cast<std::int32_t>(page_tokens), kv_dtype,
-                              engine::has_state ? static_cast<std::int32_t>(2 * parallel) : 0};
-        auto model = std::make_unique<engine>(*file, kv,
-                                              tf::backend::cpu_options{static_cast<int>(threads)});
-        server.set_progress(0.6);
-        be = std::make_shared<
-            tf::serve::lane_served_model<engine, family, tf::tokenizer::text_codec>>(
-            std::move(model), std::move(codec), cfg);
-        fmt::print(stderr, "tf: {} forward on the CPU, {} KV pages of {} tokens\n", family::name,
-                   pages, page_tokens);
-      });
-    }
+    auto const path = tf::model::resolve_model_path(model_path.empty() ? std::nullopt
+                                                                       : std::optional(model_path));
+    fmt::print(stderr, "tf: loading {}\n", path.string());
+    server.set_progress(0.1);
+    tf::open_options o;
+    o.threads = static_cast<int>(threads);
+    o.load = load == "read" || (load == "auto" && backend == "cpu") ? tf::model::load_mode::read
+                                                                    : tf::model::load_mode::map;
+    o.kv = kv_type == "f32" ? tf::kv_dtype::f32 : tf::kv_dtype::f16;
+    o.page_tokens = static_cast<std::int32_t>(page_tokens);
+    auto be = tf::serve::open_served(
+        path, o, {0, context, max_queue, page_tokens}, [&](tf::serve::model_costs const& c) {
+          // A stream's recurrent state is held twice: its slot and its lane's snapshot.
+          auto b =
+              size_start(weight_bytes(path), c.kv_bytes_per_token, 2 * c.state_bytes_per_stream);
+          parallel = b.streams;
+          auto const pages = pool_pages(b);
+          fmt::print(stderr, "tf: {} forward on the CPU, {} KV pages of {} tokens\n", c.family,
+                     pages, page_tokens);
+          server.set_progress(0.3);
+          return tf::serve::pool_size{parallel, pages};
+        });
     server.set_model(be);
     server.set_progress(1.0);
     fmt::print(stderr, "tf: serving on http://{}:{} ({} streams, {}-token window)\n", host, bound,

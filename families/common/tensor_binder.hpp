@@ -46,7 +46,7 @@ struct tensor_binder {
       throw error("tf: {} tensor {} has dims [{}], expected [{}, {}] (row length first)", family,
                   t->name, fmt::join(t->dims, ", "), cols, rows);
     backend::host_matrix m{t->type, rows, cols, t->data,
-                      model::row_bytes(t->type, static_cast<std::uint64_t>(cols))};
+                           model::row_bytes(t->type, static_cast<std::uint64_t>(cols))};
     if (m.row_bytes * static_cast<std::uint64_t>(rows) > t->bytes)
       throw error("tf: {} tensor {} holds {} bytes, {} rows of {} need {}", family, t->name,
                   t->bytes, rows, m.row_bytes, m.row_bytes * static_cast<std::uint64_t>(rows));

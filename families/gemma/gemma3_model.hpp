@@ -4,6 +4,7 @@
 #include <families/gemma/gemma3_weights.hpp>
 #include <tf/backend/backend.hpp>
 #include <tf/layers/attention.hpp>
+#include <tf/layers/buffers.hpp>
 #include <tf/layers/mlp.hpp>
 
 #include <cmath>
@@ -19,16 +20,15 @@ class gemma3_model {
 
   static hparams read_hparams(model::model_file const& file) { return gemma::read_hparams(file); }
   static weights load(model::model_file const& file, B& be) { return load_weights(file, be); }
-  static backend::kv_layout kv_layout(hparams const& hp) {
-    return {hp.num_layers, hp.num_kv_heads, hp.head_dim};
-  }
 
   explicit gemma3_model(weights w) : w_(std::move(w)) {
     auto const& hp = w_.hp;
-    backend::attention_params const a{hp.num_heads, hp.num_kv_heads, hp.head_dim,
-                                      1.0f / std::sqrt(hp.query_pre_attn_scalar), 0, 0.0f};
-    global_ = {a, {backend::rope_kind::neox, 0, hp.rope_theta_global,
-                   1.0f / hp.rope_scaling_factor}, hp.rms_norm_eps};
+    backend::attention_params const a{
+        hp.num_heads, hp.num_kv_heads, hp.head_dim, 1.0f / std::sqrt(hp.query_pre_attn_scalar), 0,
+        0.0f};
+    global_ = {a,
+               {backend::rope_kind::neox, 0, hp.rope_theta_global, 1.0f / hp.rope_scaling_factor},
+               hp.rms_norm_eps};
     local_ = {a, {backend::rope_kind::neox, 0, hp.rope_theta_local, 1.0f}, hp.rms_norm_eps};
     local_.attn.window = hp.sliding_window;
   }
@@ -38,24 +38,23 @@ class gemma3_model {
   void forward(B& be, typename B::kv_store& kv, typename B::step const& s, float* logits) {
     auto const& hp = w_.hp;
     float const eps = hp.rms_norm_eps;
-    be.embed(s, w_.embd, x_, std::sqrt(static_cast<float>(hp.hidden_size)));
+    be.embed(s, w_.embd, b_.x, std::sqrt(static_cast<float>(hp.hidden_size)));
     for (int l = 0; l < hp.num_layers; ++l) {
       auto const& L = w_.layers[static_cast<std::size_t>(l)];
-      be.rmsnorm(x_, L.attn_norm, xn_, eps);
-      layers::attention(be, s, kv, l, L.attn, hp.is_sliding(l) ? local_ : global_, xn_, o_, att_);
-      be.residual(x_, o_, &L.post_attn_norm, &L.ffn_norm, eps);
-      layers::gated_mlp(be, s, L.mlp, backend::activation::gelu_tanh, o_, xn_, mlp_);
-      be.residual(x_, xn_, &L.post_ffw_norm, nullptr, eps);
+      be.rmsnorm(b_.x, L.attn_norm, b_.xn, eps);
+      layers::attention(be, s, kv, l, L.attn, hp.is_sliding(l) ? local_ : global_, b_.xn, b_.o,
+                        b_.att);
+      be.residual(b_.x, b_.o, &L.post_attn_norm, &L.ffn_norm, eps);
+      layers::gated_mlp(be, s, L.mlp, backend::activation::gelu_tanh, b_.o, b_.xn, b_.mlp);
+      be.residual(b_.x, b_.xn, &L.post_ffw_norm, nullptr, eps);
     }
-    be.logits(s, x_, w_.output_norm, w_.output, eps, hp.final_logit_softcap, logits);
+    be.logits(s, b_.x, w_.output_norm, w_.output, eps, hp.final_logit_softcap, logits);
   }
 
  private:
   weights w_;
   layers::attention_config global_, local_;
-  typename B::buffer x_, xn_, o_;
-  layers::attention_buffers<B> att_;
-  layers::mlp_buffers<B> mlp_;
+  layers::decoder_buffers<B> b_;
 };
 
 }  // namespace tf::families::gemma

@@ -4,6 +4,7 @@
 #include <families/qwen/qwen3_weights.hpp>
 #include <tf/backend/backend.hpp>
 #include <tf/layers/attention.hpp>
+#include <tf/layers/buffers.hpp>
 #include <tf/layers/mlp.hpp>
 
 #include <utility>
@@ -18,9 +19,6 @@ class qwen3_model {
 
   static hparams read_hparams(model::model_file const& file) { return qwen::read_hparams(file); }
   static weights load(model::model_file const& file, B& be) { return load_weights(file, be); }
-  static backend::kv_layout kv_layout(hparams const& hp) {
-    return {hp.num_layers, hp.num_kv_heads, hp.head_dim};
-  }
 
   explicit qwen3_model(weights w) : w_(std::move(w)) {
     auto const& hp = w_.hp;
@@ -34,24 +32,22 @@ class qwen3_model {
   void forward(B& be, typename B::kv_store& kv, typename B::step const& s, float* logits) {
     auto const& hp = w_.hp;
     float const eps = hp.rms_norm_eps;
-    be.embed(s, w_.embd, x_, 1.0f);
+    be.embed(s, w_.embd, b_.x, 1.0f);
     for (int l = 0; l < hp.num_layers; ++l) {
       auto const& L = w_.layers[static_cast<std::size_t>(l)];
-      be.rmsnorm(x_, L.attn_norm, xn_, eps);
-      layers::attention(be, s, kv, l, L.attn, attn_, xn_, o_, att_);
-      be.residual(x_, o_, nullptr, &L.ffn_norm, eps);
-      layers::gated_mlp(be, s, L.mlp, backend::activation::silu, o_, xn_, mlp_);
-      be.residual(x_, xn_, nullptr, nullptr, eps);
+      be.rmsnorm(b_.x, L.attn_norm, b_.xn, eps);
+      layers::attention(be, s, kv, l, L.attn, attn_, b_.xn, b_.o, b_.att);
+      be.residual(b_.x, b_.o, nullptr, &L.ffn_norm, eps);
+      layers::gated_mlp(be, s, L.mlp, backend::activation::silu, b_.o, b_.xn, b_.mlp);
+      be.residual(b_.x, b_.xn, nullptr, nullptr, eps);
     }
-    be.logits(s, x_, w_.output_norm, w_.output, eps, 0.0f, logits);
+    be.logits(s, b_.x, w_.output_norm, w_.output, eps, 0.0f, logits);
   }
 
  private:
   weights w_;
   layers::attention_config attn_;
-  typename B::buffer x_, xn_, o_;
-  layers::attention_buffers<B> att_;
-  layers::mlp_buffers<B> mlp_;
+  layers::decoder_buffers<B> b_;
 };
 
 }  // namespace tf::families::qwen

@@ -16,3 +16,4 @@
 #include <tf/layers/moe.hpp>
 #include <tf/registry.hpp>
 #include <tf/serve/lane_host.hpp>
+#include <tf/serve/open_served.hpp>

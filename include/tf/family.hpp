@@ -57,7 +57,9 @@ concept names_architectures = requires {
 /// F has a forward on backend B: its traits declare `template <class B> using model = ...;` (a
 /// family's forward is written once, for every backend).
 template <class F, class B>
-concept has_forward = requires { typename F::template model<B>; };
+concept has_forward = requires {
+  typename F::template model<B>;
+};
 
 /// Instantiated once per registry line, so the compiler names the family on the failing line.
 template <class F>

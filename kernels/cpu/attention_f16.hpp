@@ -2,8 +2,8 @@
 /// The steps of attention over an f16 KV cache in llama.cpp's CPU order, so that tf's scores,
 /// probabilities and outputs carry its bits: q . k and p . v summed as ggml's f16 dot sums them
 /// (four 8-lane fma accumulators over 32-element steps, folded in its tree), and the softmax's
-/// exp by its range reduction and polynomial, summed in 8-key chunks. Keys sit in 32 accumulators by
-/// their position, as the cache's cells do there.
+/// exp by its range reduction and polynomial, summed in 8-key chunks. Keys sit in 32 accumulators
+/// by their position, as the cache's cells do there.
 #include <kernels/cpu/cpu_features.hpp>
 #include <kernels/cpu/kv_rows.hpp>
 #include <kernels/cpu/quant_blocks.hpp>
@@ -75,9 +75,12 @@ inline double exp_chunks(float* x, std::int64_t n, float mx) {
   return sum;
 }
 
-// The reference order, key by key: accumulator [n] += v [n] * p fused, and the 32 accumulators' fold.
-inline void add_to_accumulator(float* accumulator, const std::uint16_t* v, float p, std::int64_t n) {
-  for (std::int64_t d = 0; d < n; ++d) accumulator[d] = std::fma(fp16_to_fp32(v[d]), p, accumulator[d]);
+// The reference order, key by key: accumulator [n] += v [n] * p fused, and the 32 accumulators'
+// fold.
+inline void add_to_accumulator(float* accumulator, const std::uint16_t* v, float p,
+                               std::int64_t n) {
+  for (std::int64_t d = 0; d < n; ++d)
+    accumulator[d] = std::fma(fp16_to_fp32(v[d]), p, accumulator[d]);
 }
 
 inline void fold_accumulators(const float* accumulators, float* out, std::int64_t n) {
@@ -93,7 +96,8 @@ void dot_heads(const float* const* q, const std::uint16_t* k, std::int64_t n, fl
   for (int g = 0; g < G; ++g) out[g] = dot(q[g], k, n);
 }
 
-// Key i's accumulator is (first_acc + i) % 32; accumulator s sums its keys in order by fma from zero.
+// Key i's accumulator is (first_acc + i) % 32; accumulator s sums its keys in order by fma from
+// zero.
 inline void weighted_sum(const std::uint16_t* const* v, const float* p, std::int64_t m,
                          int first_acc, std::int64_t n, float* out) {
   float a[32];
@@ -193,8 +197,8 @@ TF_AF16_FN void dot_heads(const float* const* q, const std::uint16_t* k, std::in
   for (int g = 0; g < G; ++g) out[g] = fold32(a[g][0], a[g][1], a[g][2], a[g][3]);
 }
 
-// Per 64 output elements: each accumulator's keys (32 apart) as eight fma chains, one per 8 elements,
-// in registers; the 32 accumulators' sums in an 8 KiB buffer, then folded per element.
+// Per 64 output elements: each accumulator's keys (32 apart) as eight fma chains, one per 8
+// elements, in registers; the 32 accumulators' sums in an 8 KiB buffer, then folded per element.
 TF_AF16_FN void weighted_sum(const std::uint16_t* const* v, const float* p, std::int64_t m,
                              int first_acc, std::int64_t n, float* out) {
   constexpr int W = 8;  // vectors of 8 elements per chain step
@@ -215,8 +219,9 @@ TF_AF16_FN void weighted_sum(const std::uint16_t* const* v, const float* p, std:
       auto accumulator = [&](int s) { return buf + (s * W + c) * 8; };
       __m256 part[8];
       for (int l = 0; l < 8; ++l)
-        part[l] = fold32_lanes(_mm256_load_ps(accumulator(l)), _mm256_load_ps(accumulator(8 + l)),
-                               _mm256_load_ps(accumulator(16 + l)), _mm256_load_ps(accumulator(24 + l)));
+        part[l] =
+            fold32_lanes(_mm256_load_ps(accumulator(l)), _mm256_load_ps(accumulator(8 + l)),
+                         _mm256_load_ps(accumulator(16 + l)), _mm256_load_ps(accumulator(24 + l)));
       const __m256 t0 = _mm256_add_ps(part[0], part[4]), t1 = _mm256_add_ps(part[1], part[5]);
       const __m256 t2 = _mm256_add_ps(part[2], part[6]), t3 = _mm256_add_ps(part[3], part[7]);
       _mm256_storeu_ps(out + d + 8 * c,
@@ -255,8 +260,9 @@ inline float dot(const float* q, const std::uint16_t* k, std::int64_t n) {
 }
 
 /// out [n] = sum_i p[i] v[i] over m value rows in ggml's f16 dot order over the keys: row i in
-/// accumulator (first_acc + i) % key_accumulators, each accumulator's rows by fma from zero in order, the accumulators folded
-/// as fold32 folds four accumulators (the bits of scalar::add_to_accumulator, then scalar::fold_accumulators).
+/// accumulator (first_acc + i) % key_accumulators, each accumulator's rows by fma from zero in
+/// order, the accumulators folded as fold32 folds four accumulators (the bits of
+/// scalar::add_to_accumulator, then scalar::fold_accumulators).
 inline void weighted_sum(const std::uint16_t* const* v, const float* p, std::int64_t m,
                          int first_acc, std::int64_t n, float* out) {
 #if TF_KERNELS_X86

@@ -136,8 +136,8 @@ inline std::vector<std::int32_t> pages_reversed(int n) {
   return p;
 }
 
-/// One stream over an engine (with its own page table): token chunks at the stream's position, logits for the last
-/// token or, with `all`, for every token.
+/// One stream over an engine (with its own page table): token chunks at the stream's position,
+/// logits for the last token or, with `all`, for every token.
 template <class Forward>
 struct stream {
   Forward& fwd;
@@ -149,8 +149,7 @@ struct stream {
 
   std::vector<float> feed(std::span<std::int32_t const> toks, bool all) {
     tf::batch_row row{toks, pos, pages, all};
-    std::vector<float> out(
-        static_cast<std::size_t>(tf::logits_rows({&row, 1}) * fwd.vocab_size()));
+    std::vector<float> out(static_cast<std::size_t>(tf::logits_rows({&row, 1}) * fwd.vocab_size()));
     fwd.forward({&row, 1}, out.data());
     pos += static_cast<std::int32_t>(toks.size());
     return out;

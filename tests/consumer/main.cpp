@@ -19,37 +19,32 @@ struct twin_model {
   using weights = gemma::gemma3_weights<B>;
   static hparams read_hparams(tf::model::model_file const& f) { return gemma::read_hparams(f); }
   static weights load(tf::model::model_file const& f, B& be) { return gemma::load_weights(f, be); }
-  static tf::backend::kv_layout kv_layout(hparams const& hp) {
-    return {hp.num_layers, hp.num_kv_heads, hp.head_dim};
-  }
   explicit twin_model(weights w) : w_(std::move(w)) {}
   weights const& bound() const { return w_; }
 
   void forward(B& be, typename B::kv_store& kv, typename B::step const& s, float* logits) {
     auto const& hp = w_.hp;
-    tf::layers::attention_config c{{hp.num_heads, hp.num_kv_heads, hp.head_dim,
-                                    1.0f / std::sqrt(hp.query_pre_attn_scalar)},
-                                   {},
-                                   hp.rms_norm_eps};
-    be.embed(s, w_.embd, x_, std::sqrt(static_cast<float>(hp.hidden_size)));
+    tf::layers::attention_config c{
+        {hp.num_heads, hp.num_kv_heads, hp.head_dim, 1.0f / std::sqrt(hp.query_pre_attn_scalar)},
+        {},
+        hp.rms_norm_eps};
+    be.embed(s, w_.embd, b_.x, std::sqrt(static_cast<float>(hp.hidden_size)));
     for (int l = 0; l < hp.num_layers; ++l) {
       auto const& L = w_.layers[static_cast<std::size_t>(l)];
       c.attn.window = hp.is_sliding(l) ? hp.sliding_window : 0;
       c.rope.theta = hp.is_sliding(l) ? hp.rope_theta_local : hp.rope_theta_global;
-      be.rmsnorm(x_, L.attn_norm, xn_, hp.rms_norm_eps);
-      tf::layers::attention(be, s, kv, l, L.attn, c, xn_, o_, att_);
-      be.residual(x_, o_, &L.post_attn_norm, &L.ffn_norm, hp.rms_norm_eps);
-      tf::layers::gated_mlp(be, s, L.mlp, tf::backend::activation::gelu_tanh, o_, xn_, mlp_);
-      be.residual(x_, xn_, &L.post_ffw_norm, nullptr, hp.rms_norm_eps);
+      be.rmsnorm(b_.x, L.attn_norm, b_.xn, hp.rms_norm_eps);
+      tf::layers::attention(be, s, kv, l, L.attn, c, b_.xn, b_.o, b_.att);
+      be.residual(b_.x, b_.o, &L.post_attn_norm, &L.ffn_norm, hp.rms_norm_eps);
+      tf::layers::gated_mlp(be, s, L.mlp, tf::backend::activation::gelu_tanh, b_.o, b_.xn, b_.mlp);
+      be.residual(b_.x, b_.xn, &L.post_ffw_norm, nullptr, hp.rms_norm_eps);
     }
-    be.logits(s, x_, w_.output_norm, w_.output, hp.rms_norm_eps, 0.0f, logits);
+    be.logits(s, b_.x, w_.output_norm, w_.output, hp.rms_norm_eps, 0.0f, logits);
   }
 
  private:
   weights w_;
-  typename B::buffer x_, xn_, o_;
-  tf::layers::attention_buffers<B> att_;
-  tf::layers::mlp_buffers<B> mlp_;
+  tf::layers::decoder_buffers<B> b_;
 };
 
 struct twin {

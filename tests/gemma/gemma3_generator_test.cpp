@@ -325,7 +325,7 @@ TEST_CASE("default model: threads 1 vs 2 and batch 1 vs 8 give bit-identical log
     std::vector<float> tmp(V);
     alone.forward({&p, 1}, tmp.data());
     tf::batch_row d{std::span(&next[i], 1), static_cast<std::int32_t>(goldens[i].prompt.size()),
-                       table};
+                    table};
     alone.forward({&d, 1}, tmp.data());
     INFO("prompt " << i << ", batched decode step vs alone");
     CHECK(std::equal(tmp.begin(), tmp.end(), dec.begin() + static_cast<std::ptrdiff_t>(i * V)));

@@ -71,8 +71,8 @@ TEST_CASE("dot sums in ggml's f16 order: four 8-lane fma accumulators, then its 
   for (std::int64_t n : {32, 256, 40}) {
     auto const k = random_f16(static_cast<std::size_t>(n), gen);
     auto const q = random_f32(static_cast<std::size_t>(n), gen);
-    // The order written out: accumulator s of each 32-element step, then ((a0 + a2) + (a1 + a3)) per
-    // lane, lanes l + (l + 4), then pairs; a tail (n % 32) added in double.
+    // The order written out: accumulator s of each 32-element step, then ((a0 + a2) + (a1 + a3))
+    // per lane, lanes l + (l + 4), then pairs; a tail (n % 32) added in double.
     float a[32] = {};
     std::int64_t const whole = n - n % 32;
     for (std::int64_t i = 0; i < whole; ++i) {
@@ -104,8 +104,8 @@ TEST_CASE("the accumulators' fold is ggml's f16 dot over the keys of each elemen
   std::vector<float> accumulators(static_cast<std::size_t>(af::key_accumulators * hd), 0.0f);
   for (std::int64_t j = 0; j < keys; ++j)
     af::scalar::add_to_accumulator(accumulators.data() + (j % af::key_accumulators) * hd,
-                            v[static_cast<std::size_t>(j)].data(), p[static_cast<std::size_t>(j)],
-                            hd);
+                                   v[static_cast<std::size_t>(j)].data(),
+                                   p[static_cast<std::size_t>(j)], hd);
   std::vector<float> out(static_cast<std::size_t>(hd));
   af::scalar::fold_accumulators(accumulators.data(), out.data(), hd);
   for (std::int64_t d = 0; d < hd; ++d) {
@@ -137,9 +137,9 @@ TEST_CASE("weighted_sum has the bits of its keys in accumulators then folded, on
         for (auto const& r : v) rows.push_back(r.data());
         std::vector<float> accumulators(static_cast<std::size_t>(af::key_accumulators * n), 0.0f);
         for (std::int64_t i = 0; i < m; ++i)
-          af::scalar::add_to_accumulator(accumulators.data() + (first + i) % af::key_accumulators * n,
-                                  rows[static_cast<std::size_t>(i)], p[static_cast<std::size_t>(i)],
-                                  n);
+          af::scalar::add_to_accumulator(
+              accumulators.data() + (first + i) % af::key_accumulators * n,
+              rows[static_cast<std::size_t>(i)], p[static_cast<std::size_t>(i)], n);
         std::vector<float> want(static_cast<std::size_t>(n)), got(want), got_s(want);
         af::scalar::fold_accumulators(accumulators.data(), want.data(), n);
         af::weighted_sum(rows.data(), p.data(), m, first, n, got.data());

@@ -1,7 +1,7 @@
 #include <tf/model/gguf.hpp>
-#include <tf/tokenizer/text_codec.hpp>
 #include <tf/serve/http_server.hpp>
 #include <tf/tokenizer/from_gguf.hpp>
+#include <tf/tokenizer/text_codec.hpp>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -571,8 +571,8 @@ TEST_CASE("Qwen3's template over the server: enable_thinking false adds the empt
   auto const gguf =
       tf::model::gguf_file::open(std::string(TF_FIXTURES_DIR) + "/qwen/tiny/tiny-f32.gguf");
   auto const tok = tf::tokenizer::load_tokenizer(gguf);
-  tf::tokenizer::text_codec const codec(tok, "qwen3-tiny",
-                         read_text(std::string(TF_FIXTURES_DIR) + "/jinja/qwen3.jinja"), false);
+  tf::tokenizer::text_codec const codec(
+      tok, "qwen3-tiny", read_text(std::string(TF_FIXTURES_DIR) + "/jinja/qwen3.jinja"), false);
   auto const goldens = json::parse(read_text(std::string(TF_FIXTURES_DIR) + "/jinja/goldens.json"));
   auto golden = [&](bool think) {
     auto const name =

@@ -246,8 +246,8 @@ class cpu {
                          vector const& decay) {
     std::int64_t const d = x.cols;
     if (static_cast<std::int64_t>(decay.size()) != d || states.layout().floats != d)
-      throw error("tf: a recurrence of width {} with {} decays over states of {}", d,
-                  decay.size(), states.layout().floats);
+      throw error("tf: a recurrence of width {} with {} decays over states of {}", d, decay.size(),
+                  states.layout().floats);
     std::vector<std::int64_t> first(s.rows().size() + 1, 0);
     for (std::size_t r = 0; r < s.rows().size(); ++r)
       first[r + 1] = first[r] + static_cast<std::int64_t>(s.rows()[r].tokens.size());
@@ -259,7 +259,8 @@ class cpu {
       for (std::int64_t t = first[static_cast<std::size_t>(r)];
            t < first[static_cast<std::size_t>(r) + 1]; ++t) {
         float* xt = this->row(x, t);
-        for (std::int64_t i = 0; i < d; ++i) xt[i] = h[i] = decay[static_cast<std::size_t>(i)] * h[i] + xt[i];
+        for (std::int64_t i = 0; i < d; ++i)
+          xt[i] = h[i] = decay[static_cast<std::size_t>(i)] * h[i] + xt[i];
       }
     });
   }

@@ -45,8 +45,9 @@ class engine {
   static constexpr std::string_view family_name = Family::name;
   static constexpr bool binds_kv_pool = tf::binds_kv_pool<Family>;
   /// The model keeps recurrent state per stream: it declares `state_layout(hparams)`.
-  static constexpr bool has_state =
-      requires(hparams_type const& hp) { model_type::state_layout(hp); };
+  static constexpr bool has_state = requires(hparams_type const& hp) {
+    model_type::state_layout(hp);
+  };
 
   /// Binds the weights of `file` (which must outlive the engine) and sizes the KV store.
   engine(model::model_file const& file, kv_shape kv, options o = {})
@@ -65,7 +66,14 @@ class engine {
     return model_type::read_hparams(file);
   }
   static std::uint64_t kv_bytes_per_token(model::model_file const& file, kv_dtype dtype) {
-    return backend::kv_bytes_per_token(model_type::kv_layout(read_hparams(file)), dtype);
+    return backend::kv_bytes_per_token(kv_layout(read_hparams(file)), dtype);
+  }
+  /// The model's own KV layout, or every layer attending with num_kv_heads x head_dim.
+  static backend::kv_layout kv_layout(hparams_type const& hp) {
+    if constexpr (requires { model_type::kv_layout(hp); })
+      return model_type::kv_layout(hp);
+    else
+      return {hp.num_layers, hp.num_kv_heads, hp.head_dim};
   }
   /// Bytes of one stream's recurrent state (0 without recurrent layers).
   static std::uint64_t state_bytes_per_stream(model::model_file const& file) {
@@ -121,7 +129,7 @@ class engine {
 
  private:
   typename Backend::kv_store make_kv(kv_shape kv) {
-    return be_.make_kv_store(kv, model_type::kv_layout(model_.bound().hp));
+    return be_.make_kv_store(kv, kv_layout(model_.bound().hp));
   }
 
   typename Backend::state_store make_states(kv_shape kv) {

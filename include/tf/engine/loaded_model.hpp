@@ -81,8 +81,7 @@ class loaded_model {
     };
     feed(prompt, 0);
     generation out;
-    auto const stops =
-        codec_ && stop_at_end ? codec_->stop_tokens() : std::vector<std::int32_t>{};
+    auto const stops = codec_ && stop_at_end ? codec_->stop_tokens() : std::vector<std::int32_t>{};
     for (int i = 0; i < max_tokens; ++i) {
       auto r = sampler.sample(logits, history);
       if (std::find(stops.begin(), stops.end(), r.token) != stops.end()) {

@@ -36,8 +36,7 @@ class loaded_engine final : public loaded_model {
   using engine_type = engine<F, B>;
 
   loaded_engine(model::model_file file, std::filesystem::path const& path, open_options const& o)
-      : file_(std::move(file)),
-        engine_(file_, shape(file_, o), typename B::options{o.threads}) {
+      : file_(std::move(file)), engine_(file_, shape(file_, o), typename B::options{o.threads}) {
     if (tokenizer::has_tokenizer(file_, path))
       codec_.emplace(
           tokenizer::load_codec(file_, path, path.filename().string(), F::name == "gemma3"));

@@ -21,8 +21,7 @@ struct moe_weights {
 /// out = sum over the token's picks of weight * expert(xn) (+ shared(xn)).
 template <class B>
 void moe(B& be, typename B::step const& s, moe_weights<B> const& w,
-         backend::routing_params const& r, typename B::buffer const& xn,
-         typename B::buffer& out) {
+         backend::routing_params const& r, typename B::buffer const& xn, typename B::buffer& out) {
   be.moe(s, r, w.router, w.router_bias, w.experts, w.shared ? &*w.shared : nullptr, xn, out);
 }
 

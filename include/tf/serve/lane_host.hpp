@@ -80,9 +80,8 @@ class lane_host {
     if (n == 0) return reject(out, reject_reason::bad_request, "the prompt has no tokens");
     for (auto t : req.prompt)
       if (t < 0 || static_cast<std::size_t>(t) >= vocab())
-        return reject(
-            out, reject_reason::bad_request,
-            fmt::format("prompt token {} is outside the vocabulary of {}", t, vocab()));
+        return reject(out, reject_reason::bad_request,
+                      fmt::format("prompt token {} is outside the vocabulary of {}", t, vocab()));
     if (n >= cfg_.context) {
       metrics_->rejected_context++;
       return reject(out, reject_reason::context_length_exceeded,
@@ -447,8 +446,7 @@ class lane_host {
       auto& l = *row_lanes[i];
       l.pos += 1;
       l.pending = -1;
-      auto row =
-          std::span<float const>(logits).subspan(i * vocab(), vocab());
+      auto row = std::span<float const>(logits).subspan(i * vocab(), vocab());
       emit(l, l.sampler->sample(row, l.history));
     }
   }

@@ -29,8 +29,8 @@ class kv_store {
       throw error("tf: KV storage needs pages > 0 and page_tokens > 0, got {} and {}",
                   kv_.num_pages, kv_.page_tokens);
     if (layout.layers < 0 || layout.kv_heads <= 0 || layout.head_dim <= 0)
-      throw error("tf: KV storage for {} layers of {} heads of {}", layout.layers,
-                  layout.kv_heads, layout.head_dim);
+      throw error("tf: KV storage for {} layers of {} heads of {}", layout.layers, layout.kv_heads,
+                  layout.head_dim);
     page_floats_ = static_cast<std::size_t>(kv_.page_tokens) *
                    static_cast<std::size_t>(layout.kv_heads) *
                    static_cast<std::size_t>(layout.head_dim);
@@ -64,8 +64,8 @@ class kv_store {
 
   /// Causal attention of the step's tokens over `layer`'s pages (see attention_params). q and out
   /// are [n, heads, head_dim]; query head h reads KV head h / (heads / kv_heads).
-  void attend(kernels::cpu::thread_pool& pool, step const& s, int layer, float const* q,
-              float* out, attention_params const& a) const {
+  void attend(kernels::cpu::thread_pool& pool, step const& s, int layer, float const* q, float* out,
+              attention_params const& a) const {
     if (a.kv_heads != layout_.kv_heads || a.head_dim != layout_.head_dim || a.heads <= 0 ||
         a.heads % a.kv_heads != 0)
       throw error("tf: attention of {} heads over {} KV heads of {} against a store of {} x {}",
@@ -101,9 +101,10 @@ class kv_store {
   // (a key's place in the sums set by its position), its exp, its 8-key softmax chunks. A work
   // item is one token's G query heads of one KV head (G as in attention), so each K row is
   // converted once for the G; every head's sums are the same for every G.
-  void attention_f16(kernels::cpu::thread_pool& pool, step const& s, std::int64_t n, std::int64_t nh,
-                     float const* q, float* att, std::uint16_t const* K, std::uint16_t const* V,
-                     float scale, std::int32_t window, float softcap) const {
+  void attention_f16(kernels::cpu::thread_pool& pool, step const& s, std::int64_t n,
+                     std::int64_t nh, float const* q, float* att, std::uint16_t const* K,
+                     std::uint16_t const* V, float scale, std::int32_t window,
+                     float softcap) const {
     by_head_group(pool.size(), n, nh, [&](auto g) {
       attention_f16_in<decltype(g)::value>(pool, s, n, nh, q, att, K, V, scale, window, softcap);
     });
@@ -135,9 +136,10 @@ class kv_store {
   }
 
   template <int G>
-  void attention_f16_in(kernels::cpu::thread_pool& pool, step const& s, std::int64_t n, std::int64_t nh,
-                        float const* q, float* att, std::uint16_t const* K, std::uint16_t const* V,
-                        float scale, std::int32_t window, float softcap) const {
+  void attention_f16_in(kernels::cpu::thread_pool& pool, step const& s, std::int64_t n,
+                        std::int64_t nh, float const* q, float* att, std::uint16_t const* K,
+                        std::uint16_t const* V, float scale, std::int32_t window,
+                        float softcap) const {
     namespace af = kernels::cpu::attention_f16;
     namespace rows = kernels::cpu::kv_rows;
     constexpr std::int32_t accs = af::key_accumulators;
@@ -169,7 +171,8 @@ class kv_store {
           for (int g = 0; g < G; ++g) scores[static_cast<std::size_t>(g * span + j - a0)] = sc[g];
         }
         if (softcap > 0.0f)
-          for (int g = 0; g < G; ++g) cap_scores(scores.data() + g * span + (lo - a0), p - lo + 1, softcap);
+          for (int g = 0; g < G; ++g)
+            cap_scores(scores.data() + g * span + (lo - a0), p - lo + 1, softcap);
         float inv[G];
         for (int g = 0; g < G; ++g) {
           float* sg = scores.data() + g * span;
@@ -196,8 +199,9 @@ class kv_store {
   // KV head, so each K and V row is read and converted once for the G; G is as large as still
   // gives every thread an item, and each score and output has the same bits for every G.
   template <class T>
-  void attention(kernels::cpu::thread_pool& pool, step const& s, std::int64_t n, std::int64_t nh, float const* q,
-                 float* att, T const* K, T const* V, float scale, std::int32_t window, float softcap) const {
+  void attention(kernels::cpu::thread_pool& pool, step const& s, std::int64_t n, std::int64_t nh,
+                 float const* q, float* att, T const* K, T const* V, float scale,
+                 std::int32_t window, float softcap) const {
     by_head_group(pool.size(), n, nh, [&](auto g) {
       attention_in<decltype(g)::value>(pool, s, n, nh, q, att, K, V, scale, window, softcap);
     });
@@ -233,9 +237,7 @@ class kv_store {
           out[g] = att + t * q_dim + (h0 + g) * hd;
         }
         scores.resize(static_cast<std::size_t>(G * nk));
-        auto row = [&](T const* base, std::int32_t j) {
-          return base + kv_at(s, t, j) + kvh * hd;
-        };
+        auto row = [&](T const* base, std::int32_t j) { return base + kv_at(s, t, j) + kvh * hd; };
         // Scores [G, nk]: KP keys at a time against the G heads.
         float s[G * KP];
         std::int32_t j = lo;

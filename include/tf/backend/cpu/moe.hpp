@@ -93,8 +93,8 @@ inline void route(routing_params const& r, float const* logits, float const* bia
   double sum = 0.0;
   for (int k = 0; k < K; ++k) sum += weight[k] = s[static_cast<std::size_t>(pick[k])];
   for (int k = 0; k < K; ++k)
-    weight[k] = r.normalize ? static_cast<float>(weight[k] / (sum + 1e-20)) * r.scale
-                            : weight[k] * r.scale;
+    weight[k] =
+        r.normalize ? static_cast<float>(weight[k] / (sum + 1e-20)) * r.scale : weight[k] * r.scale;
 }
 
 /// Working memory of one MoE call.
@@ -119,8 +119,7 @@ void run_moe(kernels::cpu::thread_pool& pool, routing_params const& r, matrix co
   m.weight.resize(m.pick.size());
   matmul(pool, router, x, m.logits.data(), n);
   for (std::int64_t t = 0; t < n; ++t)
-    route(r, m.logits.data() + t * r.experts, bias, m.pick.data() + t * K,
-          m.weight.data() + t * K);
+    route(r, m.logits.data() + t * r.experts, bias, m.pick.data() + t * K, m.weight.data() + t * K);
   auto run = [&](expert const& e, float const* xs, std::int64_t rows, float* ys) {
     auto const f = static_cast<std::size_t>(e.gate.rows) * static_cast<std::size_t>(rows);
     m.g.resize(f);

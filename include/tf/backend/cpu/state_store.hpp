@@ -14,7 +14,8 @@ class state_store {
  public:
   state_store() = default;
   state_store(std::int32_t slots, state_layout layout)
-      : slots_(slots), layout_(layout),
+      : slots_(slots),
+        layout_(layout),
         data_(static_cast<std::size_t>(slots) * slot_floats(layout), 0.0f) {
     if (slots < 0 || layout.layers < 0 || layout.floats < 0)
       throw error("tf: a state store of {} slots of {} layers x {} floats", slots, layout.layers,
