@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hybrid_toy.hpp"
+#include "lane_requests.hpp"
 
 using namespace tf::serve;
 using namespace std::chrono_literals;
@@ -17,39 +18,6 @@ using namespace std::chrono_literals;
 namespace {
 
 using host = lane_host<hybrid_toy_model, hybrid_toy_family>;
-
-struct reply {
-  std::vector<std::int32_t> tokens;
-  finish_reason reason = finish_reason::error;
-};
-
-reply drain(std::shared_ptr<request_stream> s) {
-  reply r;
-  for (;;) {
-    auto c = s->next(100ms);
-    for (auto& t : c.tokens) r.tokens.push_back(t.token);
-    if (c.done) {
-      r.reason = c.reason;
-      return r;
-    }
-  }
-}
-
-generation_request make_request(std::string const& text, int max_tokens) {
-  toy_codec codec;
-  generation_request g;
-  g.prompt = codec.encode(text);
-  g.max_tokens = max_tokens;
-  g.stop_tokens = codec.stop_tokens();
-  return g;
-}
-
-std::vector<std::string> prompts() {
-  std::vector<std::string> p;
-  for (int i = 0; i < 8; ++i)
-    p.push_back(std::string(static_cast<std::size_t>(5 + 37 * i), 'a' + i));
-  return p;
-}
 
 /// Stops the host; its census must balance and print the slots line for `pages` and `slots`.
 census require_stop_census(host& h, std::size_t pages, std::size_t slots) {
