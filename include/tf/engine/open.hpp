@@ -71,7 +71,8 @@ class loaded_engine final : public loaded_model {
 /// architecture when it has a forward on B; throws tf::error naming what is missing otherwise.
 template <class Registry, class B, class Fn>
 void with_family(model::model_file const& file, Fn&& f) {
-  Registry::dispatch(file.architecture(), [&](auto t) {
+  std::string const arch(file.architecture());  // f may replace the file
+  Registry::dispatch(arch, [&](auto t) {
     using F = typename decltype(t)::type;
     if constexpr (has_forward<F, B>)
       f(t);
@@ -84,7 +85,8 @@ void with_family(model::model_file const& file, Fn&& f) {
 template <class Registry = families::builtin, class B = backend::cpu>
 std::unique_ptr<loaded_model> open(std::filesystem::path const& path, open_options const& o = {}) {
   auto file = model::model_file::open(path, o.load);
-  return Registry::dispatch(file.architecture(), [&](auto t) -> std::unique_ptr<loaded_model> {
+  std::string const arch(file.architecture());  // the file moves into the model below
+  return Registry::dispatch(arch, [&](auto t) -> std::unique_ptr<loaded_model> {
     using F = typename decltype(t)::type;
     if constexpr (has_forward<F, B>) {
       return std::make_unique<loaded_engine<F, B>>(std::move(file), path, o);
