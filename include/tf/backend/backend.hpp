@@ -74,6 +74,11 @@ struct state_layout {
   std::int64_t floats = 0;
 };
 
+/// Bytes of one state slot of `l` (f32 state).
+constexpr std::uint64_t state_bytes_per_slot(state_layout l) {
+  return static_cast<std::uint64_t>(l.layers) * static_cast<std::uint64_t>(l.floats) * 4u;
+}
+
 /// Bytes per position of K and V for every attention layer of `l`.
 constexpr std::uint64_t kv_bytes_per_token(kv_layout l, kv_dtype dtype) {
   return 2ull * static_cast<std::uint64_t>(l.layers) * static_cast<std::uint64_t>(l.kv_heads) *

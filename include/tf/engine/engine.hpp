@@ -78,8 +78,7 @@ class engine {
   /// Bytes of one stream's recurrent state (0 without recurrent layers).
   static std::uint64_t state_bytes_per_stream(model::model_file const& file) {
     if constexpr (has_state) {
-      auto const l = model_type::state_layout(read_hparams(file));
-      return static_cast<std::uint64_t>(l.layers) * static_cast<std::uint64_t>(l.floats) * 4u;
+      return backend::state_bytes_per_slot(model_type::state_layout(read_hparams(file)));
     } else {
       return 0;
     }

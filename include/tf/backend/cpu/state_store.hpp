@@ -25,7 +25,7 @@ class state_store {
   std::int32_t slots() const { return slots_; }
   state_layout layout() const { return layout_; }
   std::int64_t slot_bytes() const {
-    return static_cast<std::int64_t>(slot_floats(layout_) * sizeof(float));
+    return static_cast<std::int64_t>(state_bytes_per_slot(layout_));
   }
 
   /// Slot s's state of recurrent layer `layer` [layout.floats].
