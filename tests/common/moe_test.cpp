@@ -111,6 +111,11 @@ void silu_glu(float* g, float const* u, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) g[i] = cpu::silu(g[i]) * u[i];
 }
 
+// The ungated experts' activation: unused by these gated experts.
+void no_act(float*, std::int64_t) {
+  FAIL("an ungated activation for gated experts");
+}
+
 routing_params softmax_top2() {
   return {routing_kind::softmax_top_k, static_cast<int>(n_expert), 2, true, 1.0f};
 }
@@ -203,8 +208,8 @@ TEST_CASE("run_moe matches the routed per-expert SwiGLU sum, plus the shared exp
     INFO("shared expert " << with_shared);
     std::vector<float> out(static_cast<std::size_t>(rows * hidden), 1.0f);  // replaced
     cpu::moe_scratch m;
-    cpu::run_moe(pool, r, router, nullptr, w.experts, with_shared ? &w.shared : nullptr, x.data(),
-                 rows, out.data(), silu_glu, m);
+    cpu::run_moe(pool, r, router, nullptr, w.experts, with_shared ? &w.shared : nullptr, nullptr,
+                 x.data(), rows, out.data(), silu_glu, no_act, m);
     CHECK(m.pick == pick);
     for (std::int64_t t = 0; t < rows; ++t) {
       std::vector<double> want(static_cast<std::size_t>(hidden), 0.0);
@@ -231,14 +236,14 @@ TEST_CASE("run_moe gives a row the same bits alone or in a batch, on 1 or 2 thre
   auto const router = w.router_matrix();
   cpu::moe_scratch m;
   std::vector<float> batch(static_cast<std::size_t>(rows * hidden), 0.0f);
-  cpu::run_moe(two, r, router, nullptr, w.experts, &w.shared, x.data(), rows, batch.data(),
-               silu_glu, m);
+  cpu::run_moe(two, r, router, nullptr, w.experts, &w.shared, nullptr, x.data(), rows, batch.data(),
+               silu_glu, no_act, m);
   std::set<std::int32_t> used(m.pick.begin(), m.pick.end());
   CHECK(used.size() > 2);  // the rows do not all pick the same experts
   for (std::int64_t t = 0; t < rows; ++t) {
     std::vector<float> alone(static_cast<std::size_t>(hidden), 0.0f);
-    cpu::run_moe(one, r, router, nullptr, w.experts, &w.shared, x.data() + t * hidden, 1,
-                 alone.data(), silu_glu, m);
+    cpu::run_moe(one, r, router, nullptr, w.experts, &w.shared, nullptr, x.data() + t * hidden, 1,
+                 alone.data(), silu_glu, no_act, m);
     CHECK(std::memcmp(alone.data(), batch.data() + t * hidden, alone.size() * sizeof(float)) == 0);
   }
 }
@@ -258,12 +263,12 @@ TEST_CASE("run_moe never reads an expert nobody picked") {
   routing_params r{routing_kind::sigmoid_groups, static_cast<int>(n_expert), 2, true, 1.0f, 1, 1};
   std::vector<float> out(static_cast<std::size_t>(2 * hidden), 0.0f);
   cpu::moe_scratch m;
-  cpu::run_moe(pool, r, w.router_matrix(), bias, w.experts, nullptr, x.data(), 2, out.data(),
-               silu_glu, m);
+  cpu::run_moe(pool, r, w.router_matrix(), bias, w.experts, nullptr, nullptr, x.data(), 2,
+               out.data(), silu_glu, no_act, m);
   for (float v : out) CHECK(std::isfinite(v));
   r.experts = 5;  // a routing over more experts than the layer has
-  CHECK_THROWS_AS(cpu::run_moe(pool, r, w.router_matrix(), bias, w.experts, nullptr, x.data(), 2,
-                               out.data(), silu_glu, m),
+  CHECK_THROWS_AS(cpu::run_moe(pool, r, w.router_matrix(), bias, w.experts, nullptr, nullptr,
+                               x.data(), 2, out.data(), silu_glu, no_act, m),
                   tf::error);
 }
 

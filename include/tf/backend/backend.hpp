@@ -16,8 +16,9 @@ namespace tf::backend {
 /// Where the backend's memory lives: sizes the start-up budget.
 using memory::memory_kind;
 
-/// How q and k are rotated: NeoX pairs (i, i + dims/2) or interleaved pairs (2i, 2i + 1).
-enum class rope_kind : unsigned char { neox, interleaved };
+/// How q and k are rotated: NeoX pairs (i, i + dims/2), interleaved pairs (2i, 2i + 1), or not at
+/// all (attention without positions, as Nemotron-H's).
+enum class rope_kind : unsigned char { neox, interleaved, none };
 
 /// RoPE over the first `dims` of each head (0: the whole head): angle = freq_scale * pos *
 /// theta^(-2i / dims).
@@ -50,7 +51,8 @@ enum class routing_kind : unsigned char {
 };
 
 /// A MoE layer's routing: kind, k experts per token, renormalised weights times `scale`; groups
-/// for sigmoid_groups.
+/// for sigmoid_groups; `act` is the experts' activation (gated, or act(up x) for experts without a
+/// gate).
 struct routing_params {
   routing_kind kind = routing_kind::softmax_top_k;
   int experts = 0;
@@ -59,6 +61,31 @@ struct routing_params {
   float scale = 1.0f;
   int groups = 1;
   int top_groups = 1;
+  activation act = activation::silu;
+};
+
+/// A Mamba2 selective scan: `heads` heads of `head_dim` channels share B and C within each of
+/// `groups` groups (head h uses group h / (heads / groups)) of `state_size`; dt is clamped to
+/// [dt_min, dt_max] after softplus.
+struct ssm_params {
+  int heads = 0;
+  int head_dim = 0;
+  int groups = 1;
+  int state_size = 0;
+  float dt_min = 0.0f;
+  float dt_max = 3.4e38f;
+};
+
+/// A gated delta rule (Gated DeltaNet): `k_heads` q/k heads of `k_dim`, `v_heads` value heads of
+/// `v_dim`. Value head j reads k-head j % k_heads when `tiled` (llama.cpp's qwen35 GGUF order),
+/// else j / (v_heads / k_heads) (the HF order).
+struct delta_params {
+  int k_heads = 0;
+  int v_heads = 0;
+  int k_dim = 0;
+  int v_dim = 0;
+  bool tiled = false;
+  float norm_eps = 1e-6f;  // of the q and k L2 norms
 };
 
 /// The KV store's per-layer shape.
@@ -68,7 +95,8 @@ struct kv_layout {
   int head_dim = 0;
 };
 
-/// The recurrent-state store's per-slot shape: `floats` f32 of state for each recurrent layer.
+/// The recurrent-state store's per-slot shape: `floats` f32 of state for each recurrent layer
+/// (a layer's ops each own a range of them: the conv window, then the scan state).
 struct state_layout {
   int layers = 0;
   std::int64_t floats = 0;
@@ -104,7 +132,8 @@ concept backend = requires {
 } && requires(B& be, typename B::step const& s, typename B::buffer& x,
               typename B::buffer const& cx, typename B::matrix const& w,
               typename B::vector const& v, typename B::kv_store& kv,
-              typename B::kv_store const& ckv, std::span<batch_row const> rows, float* logits) {
+              typename B::kv_store const& ckv, typename B::state_store& st,
+              std::span<batch_row const> rows, float* logits) {
   { be.begin(rows, ckv, std::int64_t{}) } -> std::same_as<typename B::step const&>;
   be.embed(s, w, x, 1.0f);
   be.rmsnorm(cx, v, x, 1e-6f);
@@ -119,6 +148,13 @@ concept backend = requires {
   be.attend(s, ckv, 0, cx, x, attention_params{});
   be.glu(s, activation::silu, x, cx);
   be.glu_merged(s, activation::silu, cx, x);
+  be.activate(s, activation::relu2, x);
+  be.sigmoid_gate(x, cx);
+  be.columns(cx, x, std::int64_t{}, std::int64_t{}, std::int64_t{});
+  be.gated_rmsnorm(x, cx, v, 1, 1e-6f, true);
+  be.conv1d(s, st, 0, std::int64_t{}, x, v, &v, true);
+  be.ssm_scan(s, st, 0, std::int64_t{}, cx, cx, v, v, v, ssm_params{}, x);
+  be.gated_delta(s, st, 0, std::int64_t{}, cx, cx, cx, v, v, delta_params{}, x);
   be.logits(s, cx, v, w, 1e-6f, 0.0f, logits);
 };
 // clang-format on

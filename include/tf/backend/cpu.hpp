@@ -10,6 +10,7 @@
 #include <tf/backend/cpu/math.hpp>
 #include <tf/backend/cpu/matrix.hpp>
 #include <tf/backend/cpu/moe.hpp>
+#include <tf/backend/cpu/recurrent.hpp>
 #include <tf/backend/cpu/state_store.hpp>
 #include <tf/backend/cpu/step.hpp>
 #include <tf/error.hpp>
@@ -156,6 +157,7 @@ class cpu {
 
   /// RoPE in place on every head of `head_dim` in x at its token's position.
   void rope(step const& s, buffer& x, int head_dim, rope_params p) {
+    if (p.kind == rope_kind::none) return;
     int const dims = p.dims > 0 ? p.dims : head_dim;
     auto const& cs = s.rope_table(p, dims);
     std::int64_t const heads = x.cols / head_dim;
@@ -204,16 +206,18 @@ class cpu {
     });
   }
 
-  /// out = the MoE layer's experts (and shared expert) over xn; see cpu_parts::run_moe.
+  /// out = the MoE layer's experts (and shared expert, scaled by sigmoid(shared_gate xn) when
+  /// given) over xn; see cpu_parts::run_moe.
   void moe(step const& s, routing_params const& r, matrix const& router, vector const& bias,
-           std::span<expert const> experts, expert const* shared, buffer const& xn, buffer& out) {
+           std::span<expert const> experts, expert const* shared, matrix const* shared_gate,
+           buffer const& xn, buffer& out) {
     shape(out, xn.rows, xn.cols);
     bool const f16 = s.f16_numerics();
     cpu_parts::run_moe(
-        *pool_, r, router, bias.empty() ? nullptr : bias.data(), experts, shared, xn.data.data(),
-        xn.rows, out.data.data(),
-        [&](float* g, float const* u, std::int64_t n) { glu_run(activation::silu, f16, g, u, n); },
-        moe_);
+        *pool_, r, router, bias.empty() ? nullptr : bias.data(), experts, shared, shared_gate,
+        xn.data.data(), xn.rows, out.data.data(),
+        [&](float* g, float const* u, std::int64_t n) { glu_run(r.act, f16, g, u, n); },
+        [&](float* u, std::int64_t n) { act_run(r.act, f16, u, n); }, moe_);
     if (record_routes_) routes_.push_back(moe_.pick);
   }
 
@@ -237,6 +241,141 @@ class cpu {
         kernels::cpu::vec_math::softcap(logits + c0 * chunk, end - c0 * chunk, softcap);
       });
     }
+  }
+
+  /// x = act(x) in place (an MLP without a gate: down(act(up x))).
+  void activate(step const& s, activation act, buffer& x) {
+    bool const f16 = s.f16_numerics();
+    pool_->parallel_for(x.rows, [&](std::int64_t t0, std::int64_t t1) {
+      act_run(act, f16, x.data.data() + t0 * x.cols, (t1 - t0) * x.cols);
+    });
+  }
+
+  /// x *= sigmoid(gate), elementwise.
+  void sigmoid_gate(buffer& x, buffer const& gate) {
+    if (gate.data.size() != x.data.size())
+      throw error("tf: a sigmoid gate of {} values over {}", gate.data.size(), x.data.size());
+    for (std::size_t i = 0; i < x.data.size(); ++i) x.data[i] *= cpu_parts::sigmoid(gate.data[i]);
+  }
+
+  /// dst = columns [first, first + count) of src; with period > 0, of each period-wide group of
+  /// src's columns, side by side (a per-head slice of interleaved heads).
+  void columns(buffer const& src, buffer& dst, std::int64_t first, std::int64_t count,
+               std::int64_t period) {
+    std::int64_t const per = period > 0 ? period : src.cols;
+    if (per <= 0 || src.cols % per != 0 || first < 0 || count < 0 || first + count > per)
+      throw error("tf: columns {}..{} of period {} from a buffer of {} columns", first,
+                  first + count, per, src.cols);
+    std::int64_t const groups = src.cols / per;
+    shape(dst, src.rows, groups * count);
+    per_row(src.rows, [&](std::int64_t t) {
+      for (std::int64_t g = 0; g < groups; ++g)
+        std::copy_n(row(src, t) + g * per + first, count, row(dst, t) + g * count);
+    });
+  }
+
+  /// The gated grouped RMSNorm over groups of `group` columns, with weights w [cols] or [group]:
+  /// norm_before_gate: y = rmsnorm(y) * w * silu(z) (Qwen3.5); else y = rmsnorm(y * silu(z)) * w
+  /// (Mamba2).
+  void gated_rmsnorm(buffer& y, buffer const& z, vector const& w, int group, float eps,
+                     bool norm_before_gate) {
+    auto const n = static_cast<std::int64_t>(w.size());
+    if (group <= 0 || y.cols % group != 0 || (n != y.cols && n != group) ||
+        z.data.size() != y.data.size())
+      throw error("tf: a gated norm of groups of {} with {} weights over {} columns", group, n,
+                  y.cols);
+    per_row(y.rows, [&](std::int64_t t) {
+      float* yt = row(y, t);
+      float const* zt = row(z, t);
+      if (!norm_before_gate)
+        for (std::int64_t i = 0; i < y.cols; ++i) yt[i] *= cpu_parts::silu(zt[i]);
+      for (std::int64_t g0 = 0; g0 < y.cols; g0 += group) {
+        float const* wg = w.data() + (n == group ? 0 : g0);
+        cpu_parts::rmsnorm(yt + g0, wg, yt + g0, group, eps);
+      }
+      if (norm_before_gate)
+        for (std::int64_t i = 0; i < y.cols; ++i) yt[i] *= cpu_parts::silu(zt[i]);
+    });
+  }
+
+  /// The causal depthwise conv1d over each row's tokens, in place on x [n, channels], with w
+  /// [channels, K] (oldest tap first), an optional bias and silu after. The K - 1 inputs before a
+  /// row's first token are kept in its state slot for recurrent layer `layer`, from float
+  /// `offset` ((K - 1) * channels floats; zero at position 0).
+  void conv1d(step const& s, state_store& states, int layer, std::int64_t offset, buffer& x,
+              vector const& w, vector const* bias, bool silu) {
+    std::int64_t const c = x.cols;
+    auto const kernel = c > 0 ? static_cast<std::int64_t>(w.size()) / c : 0;
+    if (c <= 0 || kernel < 1 || kernel > 16 || kernel * c != static_cast<std::int64_t>(w.size()) ||
+        (bias && static_cast<std::int64_t>(bias->size()) != c))
+      throw error("tf: a conv1d of {} weights over {} channels", w.size(), c);
+    std::int64_t const keep = (kernel - 1) * c;
+    check_state(states, layer, offset, keep);
+    for_each_row(s, [&](batch_row const& r, std::int64_t first, std::int64_t n) {
+      float* window = slot(states, r, layer, offset, keep);
+      pool_->parallel_for(c, [&](std::int64_t c0, std::int64_t c1) {
+        cpu_parts::conv1d_channels(row(x, first), n, c, c, w.data(), bias ? bias->data() : nullptr,
+                                   static_cast<int>(kernel), silu, window, c0, c1);
+      });
+    });
+  }
+
+  /// The Mamba2 selective scan over each row's tokens: xbc [n, heads * head_dim + 2 * groups *
+  /// state_size] (x | B | C, after the conv), dt [n, heads] raw; per head dt = clamp(softplus(dt
+  /// + dt_bias)), h = exp(dt a) h + dt x B, y = C . h + d x. The state [heads, head_dim,
+  /// state_size] lives in the row's slot for `layer` from float `offset` (zero at position 0).
+  void ssm_scan(step const& s, state_store& states, int layer, std::int64_t offset,
+                buffer const& xbc, buffer const& dt, vector const& dt_bias, vector const& a,
+                vector const& d, ssm_params const& p, buffer& y) {
+    std::int64_t const hd = p.head_dim, ds = p.state_size, nh = p.heads;
+    if (nh <= 0 || p.groups <= 0 || nh % p.groups != 0 || xbc.cols != nh * hd + 2 * p.groups * ds ||
+        dt.cols != nh || static_cast<std::int64_t>(dt_bias.size()) != nh ||
+        static_cast<std::int64_t>(a.size()) != nh || static_cast<std::int64_t>(d.size()) != nh)
+      throw error("tf: an SSM scan of {} heads x {} over {} columns", nh, hd, xbc.cols);
+    std::int64_t const floats = nh * hd * ds;
+    check_state(states, layer, offset, floats);
+    shape(y, xbc.rows, nh * hd);
+    for_each_row(s, [&](batch_row const& r, std::int64_t first, std::int64_t n) {
+      float* state = slot(states, r, layer, offset, floats);
+      pool_->parallel_for(nh, [&](std::int64_t h0, std::int64_t h1) {
+        for (std::int64_t h = h0; h < h1; ++h) {
+          auto const i = static_cast<std::size_t>(h);
+          cpu_parts::ssm_scan_head(p, static_cast<int>(h), row(xbc, first), xbc.cols,
+                                   row(dt, first), dt.cols, dt_bias[i], a[i], d[i], n,
+                                   state + h * hd * ds, row(y, first), y.cols);
+        }
+      });
+    });
+  }
+
+  /// The gated delta rule over each row's tokens: qkv [n, 2 k_heads k_dim + v_heads v_dim] (q | k
+  /// | v, after the conv), b and a [n, v_heads] raw. Per value head: q, k L2-normalised (q times
+  /// k_dim^-1/2), beta = sigmoid(b), decay = exp(a_coef softplus(a + dt_bias)); S = decay S;
+  /// S += k (beta (v - S^T k))^T; out = S^T q. The state [v_heads, k_dim, v_dim] lives in the
+  /// row's slot for `layer` from float `offset` (zero at position 0).
+  void gated_delta(step const& s, state_store& states, int layer, std::int64_t offset,
+                   buffer const& qkv, buffer const& b, buffer const& a, vector const& dt_bias,
+                   vector const& a_coef, delta_params const& p, buffer& out) {
+    std::int64_t const nk = p.k_heads, nv = p.v_heads, dk = p.k_dim, dv = p.v_dim;
+    if (nk <= 0 || nv % nk != 0 || dk > 256 || dv > 256 || qkv.cols != 2 * nk * dk + nv * dv ||
+        b.cols != nv || a.cols != nv || static_cast<std::int64_t>(dt_bias.size()) != nv ||
+        static_cast<std::int64_t>(a_coef.size()) != nv)
+      throw error("tf: a gated delta rule of {} k-heads x {}, {} v-heads x {} over {} columns", nk,
+                  dk, nv, dv, qkv.cols);
+    std::int64_t const floats = nv * dk * dv;
+    check_state(states, layer, offset, floats);
+    shape(out, qkv.rows, nv * dv);
+    for_each_row(s, [&](batch_row const& r, std::int64_t first, std::int64_t n) {
+      float* state = slot(states, r, layer, offset, floats);
+      pool_->parallel_for(nv, [&](std::int64_t j0, std::int64_t j1) {
+        for (std::int64_t j = j0; j < j1; ++j) {
+          auto const i = static_cast<std::size_t>(j);
+          cpu_parts::gated_delta_head(p, static_cast<int>(j), row(qkv, first), qkv.cols,
+                                      row(b, first), row(a, first), dt_bias[i], a_coef[i], n,
+                                      state + j * dk * dv, row(out, first));
+        }
+      });
+    });
   }
 
   /// The diagonal linear recurrence h = decay * h + x over each row's tokens in order, in place
@@ -280,6 +419,34 @@ class cpu {
   static float* row(buffer& b, std::int64_t t) { return b.data.data() + t * b.cols; }
   static float const* row(buffer const& b, std::int64_t t) { return b.data.data() + t * b.cols; }
 
+  // fn(row, first token, tokens) for each batch row in order.
+  template <class Fn>
+  static void for_each_row(step const& s, Fn&& fn) {
+    std::int64_t first = 0;
+    for (auto const& r : s.rows()) {
+      auto const n = static_cast<std::int64_t>(r.tokens.size());
+      fn(r, first, n);
+      first += n;
+    }
+  }
+
+  static void check_state(state_store const& states, int layer, std::int64_t offset,
+                          std::int64_t floats) {
+    if (layer < 0 || layer >= states.layout().layers || offset < 0 ||
+        offset + floats > states.layout().floats)
+      throw error("tf: recurrent layer {} state floats {}..{} outside its {} x {}", layer, offset,
+                  offset + floats, states.layout().layers, states.layout().floats);
+  }
+
+  // A row's state for `layer` from `offset`, zeroed when the row starts the stream.
+  static float* slot(state_store& states, batch_row const& r, int layer, std::int64_t offset,
+                     std::int64_t floats) {
+    if (r.state_slot < 0) throw error("tf: a batch row has no state slot");
+    float* p = states.at(r.state_slot, layer) + offset;
+    if (r.start_pos == 0) std::fill_n(p, floats, 0.0f);
+    return p;
+  }
+
   template <class Fn>
   void per_row(std::int64_t n, Fn&& fn) {
     pool_->parallel_for(n, [&](std::int64_t t0, std::int64_t t1) {
@@ -291,6 +458,24 @@ class cpu {
   static kernels::cpu::kv_rows::gelu_f16_table<cpu_parts::gelu_tanh> const& gelu_f16() {
     static kernels::cpu::kv_rows::gelu_f16_table<cpu_parts::gelu_tanh> const table;
     return table;
+  }
+
+  static void act_run(activation act, bool f16, float* x, std::int64_t n) {
+    switch (act) {
+      case activation::gelu_tanh:
+        for (std::int64_t i = 0; i < n; ++i) x[i] = cpu_parts::gelu_tanh(x[i]);
+        (void)f16;
+        return;
+      case activation::silu:
+        for (std::int64_t i = 0; i < n; ++i) x[i] = cpu_parts::silu(x[i]);
+        return;
+      case activation::relu2:
+        for (std::int64_t i = 0; i < n; ++i) {
+          float const r = x[i] > 0.0f ? x[i] : 0.0f;
+          x[i] = r * r;
+        }
+        return;
+    }
   }
 
   static void glu_run(activation act, bool f16, float* g, float const* u, std::int64_t n) {

@@ -30,4 +30,13 @@ void gated_mlp(B& be, typename B::step const& s, mlp_weights<B> const& w, backen
   be.matmul(w.down, m.g, out);
 }
 
+/// out = down(act(up xn)): an MLP without a gate (Nemotron-H's relu²).
+template <class B>
+void plain_mlp(B& be, typename B::step const& s, mlp_weights<B> const& w, backend::activation act,
+               typename B::buffer const& xn, typename B::buffer& out, mlp_buffers<B>& m) {
+  be.matmul(w.up, xn, m.u);
+  be.activate(s, act, m.u);
+  be.matmul(w.down, m.u, out);
+}
+
 }  // namespace tf::layers

@@ -9,20 +9,23 @@
 namespace tf::layers {
 
 /// One MoE layer's weights: router [experts, hidden], an optional correction bias [experts] for
-/// sigmoid routing, the experts and an optional shared expert.
+/// sigmoid routing, the experts, an optional shared expert and its optional gate [1, hidden].
 template <class B>
 struct moe_weights {
   typename B::matrix router;
   typename B::vector router_bias;
   std::vector<typename B::expert> experts;
   std::optional<typename B::expert> shared;
+  std::optional<typename B::matrix> shared_gate;
 };
 
-/// out = sum over the token's picks of weight * expert(xn) (+ shared(xn)).
+/// out = sum over the token's picks of weight * expert(xn) (+ shared(xn), times
+/// sigmoid(shared_gate xn) when it has one).
 template <class B>
 void moe(B& be, typename B::step const& s, moe_weights<B> const& w,
          backend::routing_params const& r, typename B::buffer const& xn, typename B::buffer& out) {
-  be.moe(s, r, w.router, w.router_bias, w.experts, w.shared ? &*w.shared : nullptr, xn, out);
+  be.moe(s, r, w.router, w.router_bias, w.experts, w.shared ? &*w.shared : nullptr,
+         w.shared_gate ? &*w.shared_gate : nullptr, xn, out);
 }
 
 }  // namespace tf::layers

@@ -17,7 +17,8 @@
 
 namespace tf::backend::cpu_parts {
 
-/// One expert's gated MLP: gate and up are [n_ff, hidden], down is [hidden, n_ff].
+/// One expert's MLP: gate and up are [n_ff, hidden], down is [hidden, n_ff]; without a gate (gate
+/// empty) it is down(act(up x)).
 struct expert {
   matrix gate, up, down;
 };
@@ -99,17 +100,19 @@ inline void route(routing_params const& r, float const* logits, float const* bia
 
 /// Working memory of one MoE call.
 struct moe_scratch {
-  std::vector<float> logits, weight, results, xb, g, u, y;
+  std::vector<float> logits, weight, results, xb, g, u, y, gate;
   std::vector<std::int32_t> pick;
   std::vector<std::size_t> chosen;  // the (row, pick)s of one expert
 };
 
-/// out [n, hidden] = sum over picks k (in order) of w_k * expert_k(x) (+ shared(x)), where each
-/// expert is down(act(gate x) * up x) and x is [n, hidden]. Unchosen experts are never read.
-template <class Glu>
+/// out [n, hidden] = sum over picks k (in order) of w_k * expert_k(x) (+ shared(x), times
+/// sigmoid(shared_gate x) when given), where each expert is down(act(gate x) * up x), or
+/// down(act(up x)) without a gate, and x is [n, hidden]. Unchosen experts are never read.
+template <class Glu, class Act>
 void run_moe(kernels::cpu::thread_pool& pool, routing_params const& r, matrix const& router,
              float const* bias, std::span<expert const> experts, expert const* shared,
-             float const* x, std::int64_t n, float* out, Glu&& glu, moe_scratch& m) {
+             matrix const* shared_gate, float const* x, std::int64_t n, float* out, Glu&& glu,
+             Act&& act, moe_scratch& m) {
   if (static_cast<int>(experts.size()) != r.experts)
     throw error("tf: MoE layer has {} experts, its routing {}", experts.size(), r.experts);
   std::int64_t const hidden = router.cols, K = r.k;
@@ -121,7 +124,14 @@ void run_moe(kernels::cpu::thread_pool& pool, routing_params const& r, matrix co
   for (std::int64_t t = 0; t < n; ++t)
     route(r, m.logits.data() + t * r.experts, bias, m.pick.data() + t * K, m.weight.data() + t * K);
   auto run = [&](expert const& e, float const* xs, std::int64_t rows, float* ys) {
-    auto const f = static_cast<std::size_t>(e.gate.rows) * static_cast<std::size_t>(rows);
+    auto const f = static_cast<std::size_t>(e.up.rows) * static_cast<std::size_t>(rows);
+    if (e.gate.empty()) {
+      m.u.resize(f);
+      matmul(pool, e.up, xs, m.u.data(), rows);
+      act(m.u.data(), static_cast<std::int64_t>(f));
+      matmul(pool, e.down, m.u.data(), ys, rows);
+      return;
+    }
     m.g.resize(f);
     m.u.resize(f);
     std::pair<matrix const*, float*> const gu[] = {{&e.gate, m.g.data()}, {&e.up, m.u.data()}};
@@ -149,6 +159,14 @@ void run_moe(kernels::cpu::thread_pool& pool, routing_params const& r, matrix co
     run(*shared, x, n, out);
   else
     std::fill_n(out, n * hidden, 0.0f);
+  if (shared && shared_gate) {
+    m.gate.resize(static_cast<std::size_t>(n));
+    matmul(pool, *shared_gate, x, m.gate.data(), n);
+    for (std::int64_t t = 0; t < n; ++t) {
+      float const g = 1.0f / (1.0f + std::exp(-m.gate[static_cast<std::size_t>(t)]));
+      for (std::int64_t i = 0; i < hidden; ++i) out[t * hidden + i] *= g;
+    }
+  }
   for (std::int64_t t = 0; t < n; ++t) {
     float* y = out + t * hidden;
     for (std::int64_t i = 0; i < hidden; ++i) {
