@@ -1,5 +1,6 @@
 // Tests include/tf/tokenizer/from_gguf.hpp: the Gemma 3 GGUF vocab against llama.cpp's ids, and
-// a byte-level BPE GGUF (fixtures/tokenizer/bpe_qwen2.gguf) against HF tokenizers' ids.
+// byte-level BPE GGUFs (fixtures/tokenizer/bpe_{qwen2,qwen35,pixtral}.gguf) against HF tokenizers'
+// ids and, for qwen35 and pixtral, llama.cpp's.
 #include <tf/tokenizer/from_gguf.hpp>
 #include <tf/tokenizer/stream_decoder.hpp>
 
@@ -166,6 +167,66 @@ TEST_CASE("a byte-level BPE GGUF vocab matches HF tokenizers") {
     const std::string text = c["text"];
     INFO("text: " << text);
     CHECK(tok.encode(text, true, true) == c["ids"].get<std::vector<std::int32_t>>());
+  }
+}
+
+TEST_CASE("the qwen35 and pixtral (Nemotron-H) GGUF pre-tokenizers match llama.cpp and HF") {
+  for (const std::string style : {"qwen35", "pixtral"}) {
+    const auto file = tf::model::gguf_file::open(std::string(TF_FIXTURES_DIR) + "/tokenizer/bpe_" +
+                                                 style + ".gguf");
+    const auto tok = tf::tokenizer::load_tokenizer(file);
+    CHECK(tok.vocab().pre == style);
+    // llama.cpp: pixtral is LLAMA_VOCAB_PRE_TYPE_LLAMA3, which adds BOS unless the file says not
+    // to (this one does not say); the qwen35 file says add_bos_token = false.
+    CHECK(tok.vocab().add_bos == (style == "pixtral"));
+    CHECK(tok.is_eog(*tok.token_id("<|im_end|>")));
+    const auto goldens = read_fixture("bpe_" + style + "_goldens.json");
+    REQUIRE(goldens["cases"].size() >= 100);
+    int llama_cpp = 0;
+    for (const auto& c : goldens["cases"]) {
+      const std::string text = c["text"];
+      INFO(style << " text: " << text);
+      const auto ids = tok.encode(text, false, true);
+      CHECK(ids == c["ids"].get<std::vector<std::int32_t>>());
+      if (c.contains("llama_cpp_ids")) {
+        ++llama_cpp;
+        CHECK(ids == c["llama_cpp_ids"].get<std::vector<std::int32_t>>());
+        CHECK(tok.encode(text, true, true) ==
+              c["llama_cpp_ids_bos"].get<std::vector<std::int32_t>>());
+      }
+      CHECK(tok.decode(ids, true) == text);
+    }
+    INFO(style << ": " << llama_cpp << " cases carry llama.cpp's ids");
+    CHECK((llama_cpp == 0 || llama_cpp == static_cast<int>(goldens["cases"].size())));
+    if (style == "qwen35") {
+      // The goldens tell qwen35 from qwen2: the same vocab split without \p{M} differs often.
+      auto v = tok.vocab();
+      v.pre = "qwen2";
+      const tf::tokenizer::tokenizer qwen2(std::move(v));
+      int differ = 0;
+      for (const auto& c : goldens["cases"]) {
+        differ += qwen2.encode(c["text"].get<std::string>(), false, true) !=
+                  c["ids"].get<std::vector<std::int32_t>>();
+      }
+      CHECK(differ >= 50);
+    }
+  }
+}
+
+TEST_CASE("an unknown GGUF pre-tokenizer is refused with the names tf knows") {
+  auto file =
+      tf::model::gguf_file::open(std::string(TF_FIXTURES_DIR) + "/tokenizer/bpe_qwen35.gguf");
+  auto v = tf::tokenizer::load_vocab(file);
+  v.pre = "tekken";
+  try {
+    const tf::tokenizer::tokenizer tok(std::move(v));
+    FAIL("an unknown pre-tokenizer was accepted");
+  } catch (const tf::error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("'tekken' is not supported") != std::string::npos);
+    for (const char* name : {"qwen2", "qwen35", "glm4", "llama-bpe", "pixtral"}) {
+      CHECK(what.find(name) != std::string::npos);
+    }
   }
 }
 

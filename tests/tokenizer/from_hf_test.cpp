@@ -1,10 +1,12 @@
 // Tests include/tf/tokenizer/from_hf.hpp: small byte-level BPE tokenizer.json files trained with
-// HF tokenizers (gpt2, qwen2, glm4 split regexes) against the ids HF gives.
+// HF tokenizers (gpt2, qwen2, qwen35, glm4 split regexes; glm4 with ignore_merges as pixtral)
+// against the ids HF gives.
 #include <tf/tokenizer/from_hf.hpp>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <string>
@@ -18,8 +20,8 @@ std::string fixture(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("byte-level BPE ids equal HF tokenizers' for gpt2, qwen2 and glm4 splits") {
-  for (const std::string style : {"gpt2", "qwen2", "glm4"}) {
+TEST_CASE("byte-level BPE ids equal HF tokenizers' for gpt2, qwen2, qwen35 and glm4 splits") {
+  for (const std::string style : {"gpt2", "qwen2", "qwen35", "glm4"}) {
     const auto tok = tf::tokenizer::load_hf_tokenizer(fixture("bpe_" + style + ".tokenizer.json"));
     CHECK(tok.vocab().pre == style);
     const auto goldens = tf::tokenizer::read_json_file(fixture("bpe_" + style + "_goldens.json"));
@@ -32,6 +34,43 @@ TEST_CASE("byte-level BPE ids equal HF tokenizers' for gpt2, qwen2 and glm4 spli
       CHECK(tok.decode(ids, true) == text);
       CHECK(tok.decode(tok.encode(text, false, false)) == text);
     }
+  }
+}
+
+TEST_CASE("a tokenizer.json with ignore_merges takes whole-word tokens whole, as HF does") {
+  // bpe_pixtral: the Llama 3 split, ignore_merges, and whole-word tokens that no merge reaches.
+  const auto tok = tf::tokenizer::load_hf_tokenizer(fixture("bpe_pixtral.tokenizer.json"));
+  CHECK(tok.vocab().pre == "glm4");
+  CHECK(tok.vocab().ignore_merges);
+  const auto goldens = tf::tokenizer::read_json_file(fixture("bpe_pixtral_goldens.json"));
+  REQUIRE(goldens["cases"].size() >= 50);
+  int whole = 0;
+  for (const auto& word : goldens["whole_word_tokens"]) {
+    const auto id = tok.token_id(word.get<std::string>());
+    REQUIRE(id);
+    for (const auto& c : goldens["cases"]) {
+      const auto ids = c["ids"].get<std::vector<std::int32_t>>();
+      whole += static_cast<int>(std::count(ids.begin(), ids.end(), *id));
+    }
+  }
+  CHECK(whole >= 10);  // the goldens do take those tokens
+  for (const auto& c : goldens["cases"]) {
+    const std::string text = c["text"];
+    INFO("text: " << text);
+    const auto ids = tok.encode(text, true, true);
+    CHECK(ids == c["ids"].get<std::vector<std::int32_t>>());
+    CHECK(tok.decode(ids, true) == text);
+  }
+  // Without ignore_merges the same vocab merges those words into pieces.
+  auto v = tok.vocab();
+  v.ignore_merges = false;
+  const tf::tokenizer::tokenizer merged(std::move(v));
+  for (const auto& w : goldens["whole_word_tokens"]) {
+    const auto id = *tok.token_id(w.get<std::string>());
+    const std::string text = tok.decode(std::vector<std::int32_t>{id});
+    INFO("word: " << text);
+    CHECK(tok.encode(text, false, false) == std::vector<std::int32_t>{id});
+    CHECK(merged.encode(text, false, false).size() > 1);
   }
 }
 

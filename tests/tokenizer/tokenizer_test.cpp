@@ -116,8 +116,30 @@ TEST_CASE("byte-level BPE encodes through the pre-tokenizer and decodes back to 
 
 TEST_CASE("a BPE vocab with an unknown pre-tokenizer is refused") {
   CHECK_THROWS_WITH(tokenizer(toy::bpe("mystery")), Catch::Contains("mystery"));
+  CHECK_THROWS_WITH(tokenizer(toy::bpe("mystery")), Catch::Contains("qwen35, glm4"));
+  CHECK_THROWS_WITH(tokenizer(toy::bpe("mystery")), Catch::Contains("pixtral"));
   CHECK_NOTHROW(tokenizer(toy::bpe("gpt2")));
   CHECK_NOTHROW(tokenizer(toy::bpe("glm4")));
+  CHECK_NOTHROW(tokenizer(toy::bpe("qwen35")));
+  CHECK_NOTHROW(tokenizer(toy::bpe("pixtral")));
+}
+
+TEST_CASE("Llama 3 pre names take a pre-token that is a whole token whole (ignore_merges)") {
+  // "hellx" is a token no merge reaches: the merges stop at "hell" + "x".
+  auto with_word = [](std::string pre) {
+    auto v = toy::bpe(std::move(pre));
+    v.tokens.push_back("hellx");
+    v.types.push_back(tf::tokenizer::token_type::normal);
+    return tokenizer(std::move(v));
+  };
+  for (const char* pre : {"pixtral", "llama-bpe", "llama3"}) {
+    const auto t = with_word(pre);
+    CHECK(t.encode("hellx", false, false) == std::vector{id(t, "hellx")});
+  }
+  for (const char* pre : {"glm4", "qwen2", "qwen35"}) {
+    const auto t = with_word(pre);
+    CHECK(t.encode("hellx", false, false) == std::vector{id(t, "hell"), id(t, "x")});
+  }
 }
 
 TEST_CASE("copies share the tables and stay valid after the original is gone") {

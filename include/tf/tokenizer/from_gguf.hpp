@@ -47,9 +47,11 @@ inline vocab load_vocab(const tf::model::gguf_file& file) {
   v.eot = id("tokenizer.ggml.eot_token_id");
   v.unk = id("tokenizer.ggml.unknown_token_id");
   v.pad = id("tokenizer.ggml.padding_token_id");
-  // SentencePiece vocabs add BOS and a space prefix unless the file says otherwise.
+  // SentencePiece vocabs add BOS and a space prefix unless the file says otherwise; so do the
+  // Llama 3 pre names for BOS (llama.cpp's LLAMA_VOCAB_PRE_TYPE_LLAMA3 default).
   const bool spm = v.kind == model_kind::spm;
-  v.add_bos = file.get_bool("tokenizer.ggml.add_bos_token").value_or(spm) && v.bos >= 0;
+  const bool bos_default = spm || (v.kind == model_kind::bpe && detail::is_llama3_pre(v.pre));
+  v.add_bos = file.get_bool("tokenizer.ggml.add_bos_token").value_or(bos_default) && v.bos >= 0;
   v.add_eos = file.get_bool("tokenizer.ggml.add_eos_token").value_or(false) && v.eos >= 0;
   v.add_space_prefix = file.get_bool("tokenizer.ggml.add_space_prefix").value_or(spm);
   return v;

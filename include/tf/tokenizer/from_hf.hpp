@@ -19,6 +19,8 @@ namespace detail {
 
 inline constexpr std::string_view qwen2_split_regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+inline constexpr std::string_view qwen35_split_regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 inline constexpr std::string_view glm4_split_regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
@@ -36,6 +38,8 @@ inline void find_pre_style(const nlohmann::json& node, std::string& style, bool&
     const std::string regex = pattern.value("Regex", "");
     if (regex == qwen2_split_regex) {
       style = "qwen2";
+    } else if (regex == qwen35_split_regex) {
+      style = "qwen35";
     } else if (regex == glm4_split_regex) {
       style = "glm4";
     } else {
@@ -82,6 +86,7 @@ inline vocab vocab_from_hf_json(const nlohmann::json& j, const nlohmann::json& c
   vocab v;
   v.kind = model_kind::bpe;
   v.pre = style;
+  v.ignore_merges = model.value("ignore_merges", false);
   std::int64_t max_id = -1;
   for (const auto& [text, id] : model.at("vocab").items())
     max_id = std::max(max_id, id.get<std::int64_t>());

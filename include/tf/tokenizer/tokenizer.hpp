@@ -27,17 +27,41 @@ namespace detail {
 /// SentencePiece's visible space, U+2581.
 inline constexpr std::string_view spm_space = "\xE2\x96\x81";
 
+/// The GGUF tokenizer.ggml.pre names tf knows, each with llama.cpp's split regex for it.
+struct pre_name {
+  std::string_view name;
+  pre_style style;
+};
+inline constexpr std::array<pre_name, 10> pre_names{{
+    {"default", pre_style::gpt2},
+    {"gpt2", pre_style::gpt2},
+    {"gpt-2", pre_style::gpt2},
+    {"qwen2", pre_style::qwen2},
+    {"qwen35", pre_style::qwen35},  // Qwen3.5 / Qwen3.6
+    {"glm4", pre_style::glm4},
+    {"chatglm-bpe", pre_style::glm4},
+    {"llama3", pre_style::glm4},  // llama.cpp LLAMA_VOCAB_PRE_TYPE_LLAMA3: the same regex
+    {"llama-bpe", pre_style::glm4},
+    {"pixtral", pre_style::glm4},  // Nemotron-H / Nemotron 3 GGUFs (Mistral-derived vocab)
+}};
+
+/// The names llama.cpp gives LLAMA_VOCAB_PRE_TYPE_LLAMA3, which also takes a pre-token that is
+/// a whole vocab token as that token (ignore_merges) and adds BOS unless the file says not to.
+inline bool is_llama3_pre(std::string_view pre) {
+  return pre == "llama3" || pre == "llama-bpe" || pre == "pixtral";
+}
+
 /// The pre-tokenizer a byte-level BPE vocab names (GGUF tokenizer.ggml.pre).
 inline pre_style pre_style_from_name(std::string_view pre) {
-  if (pre == "default" || pre == "gpt2" || pre == "gpt-2") return pre_style::gpt2;
-  if (pre == "qwen2") return pre_style::qwen2;
-  if (pre == "glm4" || pre == "chatglm-bpe" || pre == "llama3" || pre == "llama-bpe") {
-    return pre_style::glm4;
+  for (const auto& p : pre_names) {
+    if (p.name == pre) return p.style;
   }
-  throw tf::error(
-      "tokenizer: pre-tokenizer '{}' is not supported (supported: default, gpt2, qwen2, glm4, "
-      "chatglm-bpe, llama3, llama-bpe)",
-      pre);
+  std::string known;
+  for (const auto& p : pre_names) {
+    known += known.empty() ? "" : ", ";
+    known += p.name;
+  }
+  throw tf::error("tokenizer: pre-tokenizer '{}' is not supported (supported: {})", pre, known);
 }
 
 /// Texts of turn-ending control tokens, so is_eog stops on them even without a GGUF eot id.
@@ -180,6 +204,7 @@ class tokenizer {
         }
       } else {
         pre = detail::pre_style_from_name(vocab.pre);
+        ignore_merges = vocab.ignore_merges || detail::is_llama3_pre(vocab.pre);
         bpe.emplace(vocab, index);
       }
       for (std::size_t i = 0; i < vocab.size(); ++i) {
@@ -219,6 +244,7 @@ class tokenizer {
     std::optional<spm_model> spm;
     std::optional<bpe_model> bpe;
     detail::pre_style pre = detail::pre_style::gpt2;
+    bool ignore_merges = false;         // a pre-token that is a whole token is that token
     std::vector<std::uint8_t> byte_of;  // [n_tokens] byte of each <0xNN> token (spm)
     detail::special_trie special_all;   // control, unknown and user-defined tokens
     detail::special_trie special_user;  // user-defined tokens only
@@ -241,8 +267,18 @@ class tokenizer {
       m.spm->encode(escaped, out);
       return;
     }
+    std::string encoded;
     for (const auto& s : detail::pre_tokenize(raw, m.pre)) {
-      m.bpe->encode(raw.substr(s.begin, s.end - s.begin), out);
+      const std::string_view word = raw.substr(s.begin, s.end - s.begin);
+      if (m.ignore_merges) {
+        encoded.clear();
+        for (const char c : word) encoded += detail::byte_to_utf8()[static_cast<unsigned char>(c)];
+        if (const auto it = m.index.find(encoded); it != m.index.end()) {
+          out.push_back(it->second);
+          continue;
+        }
+      }
+      m.bpe->encode(word, out);
     }
   }
 

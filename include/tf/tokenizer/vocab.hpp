@@ -38,8 +38,12 @@ inline token_type token_type_from_int(std::int64_t v) {
 /// Everything a tokenizer needs; filled from GGUF metadata or a HF tokenizer.json.
 struct vocab {
   model_kind kind = model_kind::spm;
-  /// The pre-tokenizer name (GGUF tokenizer.ggml.pre): "default", "gpt2", "qwen2", "glm4", ...
+  /// The pre-tokenizer name (GGUF tokenizer.ggml.pre): "default", "gpt2", "qwen2", "qwen35",
+  /// "glm4", "pixtral", ...
   std::string pre = "default";
+  /// BPE: a pre-token that is itself a token is taken whole, before any merge (tokenizer.json's
+  /// model.ignore_merges; GGUF vocabs get it from their pre name, as llama.cpp does).
+  bool ignore_merges = false;
   std::vector<std::string> tokens;
   /// Per token; SentencePiece merges prefer higher scores. Empty means all 0.
   std::vector<float> scores;

@@ -1,6 +1,6 @@
 #pragma once
-/// Byte-level BPE pre-tokenizers: the GPT-2, Qwen2 and GLM-4 split regexes as hand-written
-/// scanners over code points (std::regex has no \p{L} and is far too slow).
+/// Byte-level BPE pre-tokenizers: the GPT-2, Qwen2, Qwen3.5 and GLM-4 / Llama 3 split regexes as
+/// hand-written scanners over code points (std::regex has no \p{L} and is far too slow).
 #include <tf/tokenizer/detail/unicode.hpp>
 
 #include <cstddef>
@@ -19,6 +19,10 @@ enum class pre_style : std::uint8_t {
   qwen2,
   /// As qwen2 but \p{N}{1,3} (the cl100k / Llama 3 form).
   glm4,
+  /// As qwen2 with combining marks in words and out of punctuation runs:
+  /// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}|
+  /// ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+  qwen35,
 };
 
 /// A byte span [begin, end) of the input.
@@ -40,7 +44,8 @@ class pre_scanner {
     }
     offs_.push_back(text.size());
     cls_.resize(cps_.size());
-    for (std::size_t i = 0; i < cps_.size(); ++i) cls_[i] = classify(cps_[i]);
+    const bool marks = style == pre_style::qwen35;
+    for (std::size_t i = 0; i < cps_.size(); ++i) cls_[i] = classify(cps_[i], marks);
   }
 
   /// Appends the pieces of the whole text to `out`, in order; they tile the input exactly.
@@ -54,10 +59,12 @@ class pre_scanner {
   }
 
  private:
-  enum cls : std::uint8_t { letter, number, space, other };
+  /// `mark` (\p{M}) only where the regex names it (qwen35); elsewhere a mark is `other`.
+  enum cls : std::uint8_t { letter, mark, number, space, other };
 
-  static cls classify(char32_t cp) {
+  static cls classify(char32_t cp, bool marks) {
     if (is_letter(cp)) return letter;
+    if (marks && is_mark(cp)) return mark;
     if (is_number(cp)) return number;
     if (is_whitespace(cp)) return space;
     return other;
@@ -68,6 +75,12 @@ class pre_scanner {
   bool is_newline(std::size_t i) const { return is_cp(i, '\r') || is_cp(i, '\n'); }
   std::size_t run(std::size_t i, cls c) const {
     while (is(i, c)) ++i;
+    return i;
+  }
+  /// [\p{L}\p{M}] (just \p{L} where marks are `other`).
+  bool is_word(std::size_t i) const { return is(i, letter) || is(i, mark); }
+  std::size_t word_run(std::size_t i) const {
+    while (is_word(i)) ++i;
     return i;
   }
 
@@ -108,10 +121,11 @@ class pre_scanner {
     return whitespace(i);
   }
 
+  /// qwen2, glm4 and qwen35: they differ only in the digit group and in marks (see cls).
   std::size_t match_qwen2(std::size_t i) const {
-    // [^\r\n\p{L}\p{N}]?\p{L}+
-    if (is(i, letter)) return run(i, letter);
-    if (!is(i, number) && !is_newline(i) && is(i + 1, letter)) return run(i + 1, letter);
+    // [^\r\n\p{L}\p{N}]?\p{L}+ ([\p{L}\p{M}]+ for qwen35; a mark at i is a word start either way)
+    if (is_word(i)) return word_run(i);
+    if (!is(i, number) && !is_newline(i) && is_word(i + 1)) return word_run(i + 1);
     // \p{N} or \p{N}{1,3}
     if (is(i, number)) {
       const std::size_t max = style_ == pre_style::glm4 ? 3 : 1;
@@ -119,7 +133,7 @@ class pre_scanner {
       while (j - i < max && is(j, number)) ++j;
       return j;
     }
-    // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+    // ' ?[^\s\p{L}\p{N}]+[\r\n]*' (and not \p{M} for qwen35)
     const std::size_t k = is_cp(i, ' ') && is(i + 1, other) ? i + 1 : i;
     if (is(k, other)) {
       std::size_t j = run(k, other);

@@ -1,5 +1,5 @@
 #pragma once
-/// UTF-8 decoding, Unicode letter/number/whitespace classes and the GPT-2 byte-to-unicode map.
+/// UTF-8 decoding, Unicode letter/number/mark/whitespace classes and the GPT-2 byte-to-unicode map.
 #include <tf/tokenizer/detail/unicode_tables.hpp>
 
 #include <algorithm>
@@ -82,6 +82,11 @@ inline bool is_letter(char32_t cp) {
 inline bool is_number(char32_t cp) {
   if (cp < 0x80) return cp >= '0' && cp <= '9';
   return in_ranges(number_ranges, cp);
+}
+
+/// \p{M}: any mark (combining accents, vowel signs, variation selectors).
+inline bool is_mark(char32_t cp) {
+  return cp >= 0x300 && in_ranges(mark_ranges, cp);
 }
 
 /// \s: Unicode White_Space.
