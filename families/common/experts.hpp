@@ -49,7 +49,8 @@ inline backend::host_matrix row_slice(backend::host_matrix m, std::int64_t first
 }
 
 /// HF's stacked expert tensors (transformers 5) with `{}` for the layer: gate_up [hidden, 2 ff,
-/// experts] (each expert's gate rows, then its up rows) and down [ff, hidden, experts].
+/// experts] (each expert's gate rows, then its up rows) and down [ff, hidden, experts]. For
+/// experts without a gate, `gate_up` names the stacked up projection [hidden, ff, experts].
 struct fused_expert_names {
   std::string_view gate_up, down;
 };
@@ -57,22 +58,28 @@ struct fused_expert_names {
 /// Layer `layer`'s `n` experts (gate and up [ff, hidden], down [hidden, ff]) bound through `b`
 /// (a tensor_binder whose map has ffn_{gate,up,down}_exps): from GGUF's stacked tensors, from
 /// HF's fused stacked tensors where `fused` names them and the file has them, or from HF's one
-/// tensor per expert (the map's HF name has a second `{}`, the expert). Throws tf::error naming
-/// a missing or malformed tensor.
+/// tensor per expert (the map's HF name has a second `{}`, the expert). A map without
+/// ffn_gate_exps binds experts without a gate (down(act(up x)), the gate matrix left empty).
+/// Throws tf::error naming a missing or malformed tensor.
 template <class Binder>
 auto bind_experts(Binder const& b, int layer, std::int64_t n, std::int64_t ff, std::int64_t h,
                   fused_expert_names const* fused = nullptr) {
   using model::tensor_role;
   using B = std::remove_reference_t<decltype(b.be)>;
+  bool const gated = model::find_role(b.map, tensor_role::ffn_gate_exps).has_value();
   std::vector<typename B::expert> out;
   auto add = [&](backend::host_matrix g, backend::host_matrix u, backend::host_matrix d) {
-    out.push_back({b.be.upload(g), b.be.upload(u), b.be.upload(d)});
+    out.push_back({gated ? b.be.upload(g) : typename B::matrix{}, b.be.upload(u), b.be.upload(d)});
   };
   if (b.style == name_style::gguf) {
-    auto const g = stacked_experts(*b.find(tensor_role::ffn_gate_exps, layer, false), ff, h, n);
-    auto const u = stacked_experts(*b.find(tensor_role::ffn_up_exps, layer, false), ff, h, n);
-    auto const d = stacked_experts(*b.find(tensor_role::ffn_down_exps, layer, false), h, ff, n);
-    for (std::size_t e = 0; e < g.size(); ++e) add(g[e], u[e], d[e]);
+    auto stack = [&](tensor_role role, std::int64_t rows, std::int64_t cols) {
+      return stacked_experts(*b.find(role, layer, false), rows, cols, n);
+    };
+    auto const g =
+        gated ? stack(tensor_role::ffn_gate_exps, ff, h) : std::vector<backend::host_matrix>{};
+    auto const u = stack(tensor_role::ffn_up_exps, ff, h);
+    auto const d = stack(tensor_role::ffn_down_exps, h, ff);
+    for (std::size_t e = 0; e < u.size(); ++e) add(gated ? g[e] : u[e], u[e], d[e]);
     return out;
   }
   auto tensor = [&](std::string const& name) {
@@ -82,19 +89,21 @@ auto bind_experts(Binder const& b, int layer, std::int64_t n, std::int64_t ff, s
   };
   if (fused) {
     if (auto const* gu = b.file.find_tensor(model::expand(fused->gate_up, layer))) {
-      auto const both = stacked_experts(*gu, 2 * ff, h, n);
+      auto const both = stacked_experts(*gu, gated ? 2 * ff : ff, h, n);
       auto const d = stacked_experts(*tensor(model::expand(fused->down, layer)), h, ff, n);
       for (std::size_t e = 0; e < both.size(); ++e)
-        add(row_slice(both[e], 0, ff), row_slice(both[e], ff, ff), d[e]);
+        add(row_slice(both[e], 0, ff), gated ? row_slice(both[e], ff, ff) : both[e], d[e]);
       return out;
     }
   }
   auto one = [&](tensor_role role, int e, std::int64_t rows, std::int64_t cols) {
     return b.host_of(tensor(model::expand(b.name_of(role, layer), e)), rows, cols);
   };
-  for (int e = 0; e < n; ++e)
-    add(one(tensor_role::ffn_gate_exps, e, ff, h), one(tensor_role::ffn_up_exps, e, ff, h),
-        one(tensor_role::ffn_down_exps, e, h, ff));
+  for (int e = 0; e < n; ++e) {
+    auto const g = gated ? one(tensor_role::ffn_gate_exps, e, ff, h) : backend::host_matrix{};
+    auto const u = one(tensor_role::ffn_up_exps, e, ff, h);
+    add(gated ? g : u, u, one(tensor_role::ffn_down_exps, e, h, ff));
+  }
   return out;
 }
 
