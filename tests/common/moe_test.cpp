@@ -209,7 +209,7 @@ TEST_CASE("run_moe matches the routed per-expert SwiGLU sum, plus the shared exp
     std::vector<float> out(static_cast<std::size_t>(rows * hidden), 1.0f);  // replaced
     cpu::moe_scratch m;
     cpu::run_moe(pool, r, router, nullptr, w.experts, with_shared ? &w.shared : nullptr, nullptr,
-                 x.data(), rows, out.data(), silu_glu, no_act, m);
+                 nullptr, nullptr, x.data(), rows, out.data(), silu_glu, no_act, m);
     CHECK(m.pick == pick);
     for (std::int64_t t = 0; t < rows; ++t) {
       std::vector<double> want(static_cast<std::size_t>(hidden), 0.0);
@@ -236,14 +236,14 @@ TEST_CASE("run_moe gives a row the same bits alone or in a batch, on 1 or 2 thre
   auto const router = w.router_matrix();
   cpu::moe_scratch m;
   std::vector<float> batch(static_cast<std::size_t>(rows * hidden), 0.0f);
-  cpu::run_moe(two, r, router, nullptr, w.experts, &w.shared, nullptr, x.data(), rows, batch.data(),
-               silu_glu, no_act, m);
+  cpu::run_moe(two, r, router, nullptr, w.experts, &w.shared, nullptr, nullptr, nullptr, x.data(),
+               rows, batch.data(), silu_glu, no_act, m);
   std::set<std::int32_t> used(m.pick.begin(), m.pick.end());
   CHECK(used.size() > 2);  // the rows do not all pick the same experts
   for (std::int64_t t = 0; t < rows; ++t) {
     std::vector<float> alone(static_cast<std::size_t>(hidden), 0.0f);
-    cpu::run_moe(one, r, router, nullptr, w.experts, &w.shared, nullptr, x.data() + t * hidden, 1,
-                 alone.data(), silu_glu, no_act, m);
+    cpu::run_moe(one, r, router, nullptr, w.experts, &w.shared, nullptr, nullptr, nullptr,
+                 x.data() + t * hidden, 1, alone.data(), silu_glu, no_act, m);
     CHECK(std::memcmp(alone.data(), batch.data() + t * hidden, alone.size() * sizeof(float)) == 0);
   }
 }
@@ -263,12 +263,98 @@ TEST_CASE("run_moe never reads an expert nobody picked") {
   routing_params r{routing_kind::sigmoid_groups, static_cast<int>(n_expert), 2, true, 1.0f, 1, 1};
   std::vector<float> out(static_cast<std::size_t>(2 * hidden), 0.0f);
   cpu::moe_scratch m;
-  cpu::run_moe(pool, r, w.router_matrix(), bias, w.experts, nullptr, nullptr, x.data(), 2,
-               out.data(), silu_glu, no_act, m);
+  cpu::run_moe(pool, r, w.router_matrix(), bias, w.experts, nullptr, nullptr, nullptr, nullptr,
+               x.data(), 2, out.data(), silu_glu, no_act, m);
   for (float v : out) CHECK(std::isfinite(v));
   r.experts = 5;  // a routing over more experts than the layer has
   CHECK_THROWS_AS(cpu::run_moe(pool, r, w.router_matrix(), bias, w.experts, nullptr, nullptr,
-                               x.data(), 2, out.data(), silu_glu, no_act, m),
+                               nullptr, nullptr, x.data(), 2, out.data(), silu_glu, no_act, m),
+                  tf::error);
+}
+
+TEST_CASE("ungated relu² experts in a latent width, a gated shared expert (Nemotron 3, Qwen3.5)") {
+  constexpr std::int64_t latent = 6;
+  auto const ups = random_values(n_expert * n_ff * latent, 21, 0.5f);
+  auto const downs = random_values(n_expert * latent * n_ff, 22, 0.5f);
+  auto const fc1 = random_values(latent * hidden, 23, 0.5f);
+  auto const fc2 = random_values(hidden * latent, 24, 0.5f);
+  auto const sh_up = random_values(n_ff * hidden, 25, 0.5f);
+  auto const sh_down = random_values(hidden * n_ff, 26, 0.5f);
+  auto const sh_gate = random_values(hidden, 27, 1.0f);
+  auto const router = random_values(n_expert * hidden, 28, 1.0f);
+  std::vector<cpu::expert> experts;
+  for (std::int64_t e = 0; e < n_expert; ++e) {
+    std::vector<float> const& u = ups;
+    experts.push_back(
+        {{},
+         {tf::model::tensor_type::f32, n_ff, latent,
+          reinterpret_cast<std::byte const*>(u.data() + e * n_ff * latent), latent * sizeof(float)},
+         {tf::model::tensor_type::f32, latent, n_ff,
+          reinterpret_cast<std::byte const*>(downs.data() + e * latent * n_ff),
+          n_ff * sizeof(float)}});
+  }
+  cpu::expert const shared{{}, f32_matrix(sh_up, n_ff, hidden), f32_matrix(sh_down, hidden, n_ff)};
+  auto const down = f32_matrix(fc1, latent, hidden), up = f32_matrix(fc2, hidden, latent);
+  auto const gate = f32_matrix(sh_gate, 1, hidden);
+  auto relu2 = [](float* v, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) v[i] = v[i] > 0 ? v[i] * v[i] : 0.0f;
+  };
+  auto mlp = [](float const* u, float const* d, std::int64_t in, std::int64_t out,
+                std::vector<double> const& x) {  // down(relu²(up x)) in double
+    std::vector<double> h(static_cast<std::size_t>(n_ff)), y(static_cast<std::size_t>(out));
+    for (std::int64_t f = 0; f < n_ff; ++f) {
+      double a = 0;
+      for (std::int64_t c = 0; c < in; ++c)
+        a += double(u[f * in + c]) * x[static_cast<std::size_t>(c)];
+      h[static_cast<std::size_t>(f)] = a > 0 ? a * a : 0.0;
+    }
+    for (std::int64_t r = 0; r < out; ++r)
+      for (std::int64_t f = 0; f < n_ff; ++f)
+        y[static_cast<std::size_t>(r)] += double(d[r * n_ff + f]) * h[static_cast<std::size_t>(f)];
+    return y;
+  };
+  thread_pool pool(2);
+  std::int64_t const rows = 3;
+  auto const x = random_rows(rows, 29);
+  routing_params r{routing_kind::sigmoid_groups, static_cast<int>(n_expert), 2, true, 2.5f, 1, 1};
+  r.act = tf::backend::activation::relu2;
+  std::vector<float> out(static_cast<std::size_t>(rows * hidden));
+  cpu::moe_scratch m;
+  auto const router_m = f32_matrix(router, n_expert, hidden);
+  cpu::run_moe(pool, r, router_m, nullptr, experts, &shared, &gate, &down, &up, x.data(), rows,
+               out.data(), silu_glu, relu2, m);
+  for (std::int64_t t = 0; t < rows; ++t) {
+    std::vector<double> xt(x.begin() + t * hidden, x.begin() + (t + 1) * hidden), lx(latent);
+    for (std::int64_t l = 0; l < latent; ++l)
+      for (std::int64_t c = 0; c < hidden; ++c)
+        lx[static_cast<std::size_t>(l)] +=
+            double(fc1[static_cast<std::size_t>(l * hidden + c)]) * xt[static_cast<std::size_t>(c)];
+    std::vector<double> sum(latent, 0.0);
+    for (int k = 0; k < 2; ++k) {
+      auto const i = static_cast<std::size_t>(t * 2 + k);
+      auto const e = m.pick[i];
+      auto y =
+          mlp(ups.data() + e * n_ff * latent, downs.data() + e * latent * n_ff, latent, latent, lx);
+      for (std::int64_t l = 0; l < latent; ++l)
+        sum[static_cast<std::size_t>(l)] += m.weight[i] * y[static_cast<std::size_t>(l)];
+    }
+    auto const sh = mlp(sh_up.data(), sh_down.data(), hidden, hidden, xt);
+    double g = 0;
+    for (std::int64_t c = 0; c < hidden; ++c)
+      g += double(sh_gate[static_cast<std::size_t>(c)]) * xt[static_cast<std::size_t>(c)];
+    g = 1.0 / (1.0 + std::exp(-g));
+    for (std::int64_t c = 0; c < hidden; ++c) {
+      double want = g * sh[static_cast<std::size_t>(c)];
+      for (std::int64_t l = 0; l < latent; ++l)
+        want += double(fc2[static_cast<std::size_t>(c * latent + l)]) *
+                sum[static_cast<std::size_t>(l)];
+      CHECK(out[static_cast<std::size_t>(t * hidden + c)] ==
+            Approx(want).epsilon(1e-4).margin(1e-5));
+    }
+  }
+  CHECK(m.weight[0] + m.weight[1] == Approx(2.5f));  // renormalised, times the scale
+  CHECK_THROWS_AS(cpu::run_moe(pool, r, router_m, nullptr, experts, &shared, &gate, &down, nullptr,
+                               x.data(), rows, out.data(), silu_glu, relu2, m),
                   tf::error);
 }
 

@@ -207,15 +207,16 @@ class cpu {
   }
 
   /// out = the MoE layer's experts (and shared expert, scaled by sigmoid(shared_gate xn) when
-  /// given) over xn; see cpu_parts::run_moe.
+  /// given) over xn, the experts in the latent width when given; see cpu_parts::run_moe.
   void moe(step const& s, routing_params const& r, matrix const& router, vector const& bias,
            std::span<expert const> experts, expert const* shared, matrix const* shared_gate,
-           buffer const& xn, buffer& out) {
+           buffer const& xn, buffer& out, matrix const* latent_down = nullptr,
+           matrix const* latent_up = nullptr) {
     shape(out, xn.rows, xn.cols);
     bool const f16 = s.f16_numerics();
     cpu_parts::run_moe(
         *pool_, r, router, bias.empty() ? nullptr : bias.data(), experts, shared, shared_gate,
-        xn.data.data(), xn.rows, out.data.data(),
+        latent_down, latent_up, xn.data.data(), xn.rows, out.data.data(),
         [&](float* g, float const* u, std::int64_t n) { glu_run(r.act, f16, g, u, n); },
         [&](float* u, std::int64_t n) { act_run(r.act, f16, u, n); }, moe_);
     if (record_routes_) routes_.push_back(moe_.pick);
