@@ -5,6 +5,8 @@
 #include <tf/memory/budget.hpp>
 #include <tf/model/default_model.hpp>
 #include <tf/model/model_file.hpp>
+#include <tf/serve/detail/chat_template_file.hpp>
+#include <tf/serve/detail/model_sampling.hpp>
 #include <tf/serve/http_server.hpp>
 #include <tf/serve/open_served.hpp>
 
@@ -50,6 +52,9 @@ int main(int argc, char** argv) {
   double prompt_cache_gib = 1.0;
   bool no_update_check = false;
   std::optional<std::string> reserve_gib, cap_gib;
+  std::string alias, chat_template_file, cors_origin;
+  std::optional<float> temp, top_p, min_p;
+  std::optional<int> top_k;
   app.add_option("model", model_path,
                  "GGUF file or Hugging Face folder (default: the default model)");
   app.add_option("--parallel", parallel_s, "streams at once: N or auto");
@@ -77,6 +82,19 @@ int main(int argc, char** argv) {
   app.add_option("--max-body-bytes", max_body, "request bodies above this get 413");
   app.add_option("--read-timeout", read_timeout, "seconds to read a request's headers and body");
   app.add_flag("--no-update-check", no_update_check, "accepted; tf never checks for updates");
+  app.add_option("--alias", alias, "the model's name in /v1/models and replies");
+  app.add_option("--chat-template", chat_template_file,
+                 "a Jinja chat template file that replaces the model's");
+  app.add_option("--cors-origin", cors_origin,
+                 "allow browsers from ORIGIN ('*' for any): CORS headers and OPTIONS preflight");
+  app.add_option("--temp", temp, "default temperature (else the model's, else 0.8)")
+      ->check(CLI::Range(0.0, 2.0));
+  app.add_option("--top-k", top_k, "default top-k, 0 off (else the model's, else 40)")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--top-p", top_p, "default top-p, 1 off (else the model's, else 0.95)")
+      ->check(CLI::Range(1e-9, 1.0));
+  app.add_option("--min-p", min_p, "default min-p, 0 off (else the model's, else 0.05)")
+      ->check(CLI::Range(0.0, 1.0));
   CLI11_PARSE(app, argc, argv);
   try {
     if (backend == "cuda")
@@ -104,7 +122,24 @@ int main(int argc, char** argv) {
     if (reserve_gib) reserve_bytes = tf::memory::parse_gib(*reserve_gib, "--reserve-gib");
     if (cap_gib) cap_bytes = tf::memory::parse_gib(*cap_gib, "--cap-gib");
     std::size_t const parallel_guess = fixed_parallel.value_or(max_auto_streams);
+    // A template that cannot be read or parsed stops the start before anything loads.
+    std::string const chat_template =
+        chat_template_file.empty() ? std::string()
+                                   : tf::serve::detail::load_chat_template_file(chat_template_file);
+    auto const path = tf::model::resolve_model_path(model_path.empty() ? std::nullopt
+                                                                       : std::optional(model_path));
+    // Sampling defaults: the flags, else the file's recommendation, else llama-server's.
+    std::vector<std::string> notes;
+    auto defaults = tf::serve::detail::model_sampling_defaults(path, notes);
+    for (auto const& n : notes) fmt::print(stderr, "tf: sampling defaults: {}\n", n);
+    if (temp) defaults.temperature = {*temp, "--temp"};
+    if (top_k) defaults.top_k = {*top_k, "--top-k"};
+    if (top_p) defaults.top_p = {*top_p, "--top-p"};
+    if (min_p) defaults.min_p = {*min_p, "--min-p"};
     tf::serve::http_config hc;
+    hc.alias = alias;
+    hc.cors_origin = cors_origin;
+    hc.sampling = defaults;
     hc.host = host;
     hc.port = port;
     hc.api_key = api_key;
@@ -161,8 +196,6 @@ int main(int argc, char** argv) {
       return static_cast<std::size_t>(b.kv_pages + store);
     };
     std::size_t parallel = 0;
-    auto const path = tf::model::resolve_model_path(model_path.empty() ? std::nullopt
-                                                                       : std::optional(model_path));
     fmt::print(stderr, "tf: loading {}\n", path.string());
     server.set_progress(0.1);
     tf::open_options o;
@@ -172,7 +205,8 @@ int main(int argc, char** argv) {
     o.kv = kv_type == "f32" ? tf::kv_dtype::f32 : tf::kv_dtype::f16;
     o.page_tokens = static_cast<std::int32_t>(page_tokens);
     auto be = tf::serve::open_served(
-        path, o, {0, context, max_queue, page_tokens}, [&](tf::serve::model_costs const& c) {
+        path, o, {0, context, max_queue, page_tokens},
+        [&](tf::serve::model_costs const& c) {
           // A stream's recurrent state is held twice: its slot and its lane's snapshot.
           auto b =
               size_start(weight_bytes(path), c.kv_bytes_per_token, 2 * c.state_bytes_per_stream);
@@ -182,11 +216,15 @@ int main(int argc, char** argv) {
                      pages, page_tokens);
           server.set_progress(0.3);
           return tf::serve::pool_size{parallel, pages};
-        });
+        },
+        chat_template);
     server.set_model(be);
     server.set_progress(1.0);
-    fmt::print(stderr, "tf: serving on http://{}:{} ({} streams, {}-token window)\n", host, bound,
-               parallel, context);
+    fmt::print(stderr, "tf: sampling defaults: {}\n", defaults.line());
+    if (!chat_template.empty())
+      fmt::print(stderr, "tf: chat template from {}\n", chat_template_file);
+    fmt::print(stderr, "tf: serving {} on http://{}:{} ({} streams, {}-token window)\n",
+               alias.empty() ? be->model_id() : alias, host, bound, parallel, context);
     while (g_signal.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     fmt::print(stderr, "tf: signal {}: finishing running requests, then stopping\n",
                g_signal.load());

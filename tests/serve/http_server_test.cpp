@@ -1,7 +1,6 @@
-#include <tf/model/gguf.hpp>
+// The HTTP server's mechanics over the toy model: health, whole and streamed replies, bad input,
+// auth, the queue and connection caps, concurrency, and hang-ups.
 #include <tf/serve/http_server.hpp>
-#include <tf/tokenizer/from_gguf.hpp>
-#include <tf/tokenizer/text_codec.hpp>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -14,155 +13,16 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <fstream>
 #include <future>
-#include <mutex>
-#include <sstream>
 #include <thread>
 
-#include "hybrid_toy.hpp"
+#include "http_test_server.hpp"
 #include "toy_model.hpp"
 
 using namespace tf::serve;
+using namespace tf::serve::test;
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-namespace {
-
-using toy_served = lane_served_model<toy_model, toy_family, toy_codec>;
-
-struct live_server {
-  explicit live_server(http_config hc = {}, host_config lc = {4, 512, 4, 64},
-                       std::size_t pages = 128, std::chrono::microseconds delay = 300us) {
-    hc.port = 0;
-    server = std::make_unique<api_server>(hc);
-    port = server->bind();
-    thread = std::thread([this] { server->listen(); });
-    if (pages > 0)
-      server->set_model(std::make_shared<toy_served>(std::make_unique<toy_model>(pages, 16, delay),
-                                                     toy_codec{}, lc));
-  }
-  ~live_server() {
-    server->stop();
-    thread.join();
-    if (auto b = server->model()) b->shutdown(0ms);
-  }
-  httplib::Client client(std::string const& key = {}) const {
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(30, 0);
-    if (!key.empty()) c.set_bearer_token_auth(key.c_str());
-    return c;
-  }
-  std::unique_ptr<api_server> server;
-  int port = 0;
-  std::thread thread;
-};
-
-json chat_body(std::string const& text, int max_tokens, bool stream = false) {
-  return {{"model", "tf-toy"},
-          {"messages", {{{"role", "user"}, {"content", text}}}},
-          {"max_tokens", max_tokens},
-          {"temperature", 0},
-          {"stream", stream}};
-}
-
-json post(httplib::Client& c, char const* path, json const& body, int want_status) {
-  auto r = c.Post(path, body.dump(), "application/json");
-  REQUIRE(r);
-  INFO(r->body);
-  CHECK(r->status == want_status);
-  return json::parse(r->body);
-}
-
-void expect_error(httplib::Client& c, std::string const& body, int status,
-                  std::string const& code) {
-  auto r = c.Post("/v1/chat/completions", body, "application/json");
-  REQUIRE(r);
-  INFO(body << " -> " << r->body);
-  CHECK(r->status == status);
-  auto j = json::parse(r->body, nullptr, false);
-  REQUIRE(j.is_object());
-  REQUIRE(j.contains("error"));
-  CHECK(j["error"]["message"].is_string());
-  CHECK(j["error"].contains("type"));
-  CHECK(j["error"].contains("param"));
-  if (!code.empty()) CHECK(j["error"]["code"] == code);
-}
-
-/// A served model over another one: records the template kwargs encode_chat got and the
-/// prompts the server submitted. Ids the toy model cannot read run as a BOS-only stand-in.
-class probe_model final : public served_model {
- public:
-  explicit probe_model(std::shared_ptr<served_model> inner) : inner_(std::move(inner)) {}
-
-  std::vector<std::int32_t> encode_text(std::string const& text) const override {
-    return inner_->encode_text(text);
-  }
-  std::vector<std::int32_t> encode_chat(json const& messages,
-                                        json const& template_kwargs) const override {
-    {
-      std::lock_guard lock(mutex_);
-      kwargs_.push_back(template_kwargs);
-    }
-    return inner_->encode_chat(messages, template_kwargs);
-  }
-  std::string piece(std::int32_t token) const override { return inner_->piece(token); }
-  std::vector<std::int32_t> stop_tokens() const override { return inner_->stop_tokens(); }
-  std::string model_id() const override { return inner_->model_id(); }
-  stream_submit submit(generation_request req) override {
-    {
-      std::lock_guard lock(mutex_);
-      prompts_.push_back(req.prompt);
-    }
-    if (std::ranges::any_of(req.prompt, [](std::int32_t t) {
-          return t < 0 || static_cast<std::size_t>(t) >= toy_vocab::size;
-        }))
-      req.prompt = {toy_vocab::bos};
-    return inner_->submit(std::move(req));
-  }
-  load_snapshot load() const override { return inner_->load(); }
-  census count() const override { return inner_->count(); }
-  metrics& stats() override { return inner_->stats(); }
-  host_config const& config() const override { return inner_->config(); }
-  census shutdown(std::chrono::milliseconds grace) override { return inner_->shutdown(grace); }
-
-  std::vector<json> kwargs() const {
-    std::lock_guard lock(mutex_);
-    return kwargs_;
-  }
-  std::vector<std::vector<std::int32_t>> prompts() const {
-    std::lock_guard lock(mutex_);
-    return prompts_;
-  }
-
- private:
-  std::shared_ptr<served_model> inner_;
-  mutable std::mutex mutex_;
-  mutable std::vector<json> kwargs_;
-  std::vector<std::vector<std::int32_t>> prompts_;
-};
-
-std::string read_text(std::string const& path) {
-  std::ifstream in(path);
-  REQUIRE(in.good());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Parses an SSE body into its data payloads.
-std::vector<std::string> sse_events(std::string const& body) {
-  std::vector<std::string> out;
-  std::size_t at = 0;
-  while ((at = body.find("data: ", at)) != std::string::npos) {
-    auto end = body.find("\n\n", at);
-    out.push_back(body.substr(at + 6, end - at - 6));
-    at = end;
-  }
-  return out;
-}
-
-}  // namespace
 
 TEST_CASE("health answers 503 while loading, then 200") {
   live_server s({}, {}, 0);
@@ -276,7 +136,7 @@ TEST_CASE("bad input gets its 4xx and an OpenAI error object; the server keeps s
                "invalid_type");
   expect_error(c, R"({"messages": [{"role": "user", "content": "x"}], "temperature": 9})", 400,
                "invalid_value");
-  expect_error(c, R"({"messages": [{"role": "user", "content": "x"}], "n": 2})", 400,
+  expect_error(c, R"({"messages": [{"role": "user", "content": "x"}], "n": 3})", 400,
                "invalid_value");
   expect_error(c, R"({"messages": []})", 400, "invalid_type");
   expect_error(c, R"({})", 400, "missing_required_parameter");
@@ -504,146 +364,4 @@ TEST_CASE("a client that disconnects mid-stream is cancelled and its pages freed
   auto gen = s.server->model()->stats().generation_tokens.load();
   CHECK(gen < 400);  // it stopped early, not at max_tokens
   CHECK(s.server->model()->count().balanced());
-}
-
-TEST_CASE("chat_template_kwargs reach the chat template as they came; a non-object gets 400") {
-  live_server s({}, {}, 0);
-  auto toy = std::make_shared<toy_served>(std::make_unique<toy_model>(128, 16), toy_codec{},
-                                          host_config{2, 512, 4, 64});
-  auto probe = std::make_shared<probe_model>(toy);
-  s.server->set_model(probe);
-  auto c = s.client();
-
-  json const kwargs = {{"enable_thinking", false},
-                       {"persona", "terse"},
-                       {"depth", 3},
-                       {"ratio", 0.5},
-                       {"extra", {{"list", {1, true, nullptr}}, {"name", "x"}}}};
-  auto body = chat_body("hi", 2);
-  body["chat_template_kwargs"] = kwargs;
-  post(c, "/v1/chat/completions", body, 200);
-  body["chat_template_kwargs"] = nullptr;
-  post(c, "/v1/chat/completions", body, 200);
-  body.erase("chat_template_kwargs");
-  post(c, "/v1/chat/completions", body, 200);
-  auto const got = probe->kwargs();
-  REQUIRE(got.size() == 3);
-  CHECK(got[0] == kwargs);
-  CHECK(got[0]["extra"]["list"][1] == true);
-  CHECK(got[1] == json::object());
-  CHECK(got[2] == json::object());
-  // The lane served model hands them to its codec: the toy template shows them as a first line.
-  auto const prompts = probe->prompts();
-  REQUIRE(prompts.size() == 3);
-  toy_codec const codec;
-  json const msgs = {{{"role", "user"}, {"content", "hi"}}};
-  CHECK(prompts[0] == codec.encode(codec.render_chat(msgs, kwargs)));
-  CHECK(prompts[0] == codec.encode("kwargs: " + kwargs.dump() + "\nuser: hi\nassistant: "));
-  CHECK(prompts[1] == codec.encode("user: hi\nassistant: "));
-  CHECK(prompts[2] == prompts[1]);
-
-  auto const base = chat_body("hi", 2).dump();
-  auto const with = [&](std::string const& kw) {
-    return base.substr(0, base.size() - 1) + R"(,"chat_template_kwargs":)" + kw + "}";
-  };
-  for (auto const* bad : {"true", "[1, 2]", R"("enable_thinking")", "7"}) {
-    auto r = c.Post("/v1/chat/completions", with(bad), "application/json");
-    REQUIRE(r);
-    INFO(bad << " -> " << r->body);
-    CHECK(r->status == 400);
-    auto j = json::parse(r->body, nullptr, false);
-    REQUIRE(j.is_object());
-    CHECK(j["error"]["param"] == "chat_template_kwargs");
-    CHECK(j["error"]["code"] == "invalid_type");
-    CHECK(j["error"]["type"] == "invalid_request_error");
-    CHECK(j["error"]["message"].get<std::string>().find("must be an object") != std::string::npos);
-  }
-  expect_error(c, with(R"({"messages": []})"), 400, "invalid_value");
-  CHECK(probe->kwargs().size() == 3);  // none of the refused requests reached the model
-  auto m = c.Get("/metrics");
-  REQUIRE(m);
-  CHECK(m->body.find("tf_requests_rejected_total{reason=\"bad_request\"} 5") != std::string::npos);
-  post(c, "/v1/chat/completions", body, 200);
-  CHECK(probe->kwargs().size() == 4);
-}
-
-TEST_CASE("Qwen3's template over the server: enable_thinking false adds the empty think block") {
-  auto const gguf =
-      tf::model::gguf_file::open(std::string(TF_FIXTURES_DIR) + "/qwen/tiny/tiny-f32.gguf");
-  auto const tok = tf::tokenizer::load_tokenizer(gguf);
-  tf::tokenizer::text_codec const codec(
-      tok, "qwen3-tiny", read_text(std::string(TF_FIXTURES_DIR) + "/jinja/qwen3.jinja"), false);
-  auto const goldens = json::parse(read_text(std::string(TF_FIXTURES_DIR) + "/jinja/goldens.json"));
-  auto golden = [&](bool think) {
-    auto const name =
-        fmt::format("qwen3/system_user/agp=True/think={}/tools=False", think ? "True" : "False");
-    for (auto const& g : goldens["chat"])
-      if (g["name"] == name) return g;
-    FAIL("no golden " << name);
-    return json();
-  };
-  auto const on = golden(true), off = golden(false);
-  REQUIRE(on["messages"] == off["messages"]);
-  auto const on_text = on["expected"].get<std::string>();
-  auto const off_text = off["expected"].get<std::string>();
-  CHECK(off_text == on_text + "<think>\n\n</think>\n\n");
-
-  live_server s({}, {}, 0);
-  auto probe = std::make_shared<probe_model>(
-      std::make_shared<lane_served_model<toy_model, toy_family, tf::tokenizer::text_codec>>(
-          std::make_unique<toy_model>(128, 16), codec, host_config{2, 512, 4, 64}));
-  s.server->set_model(probe);
-  auto c = s.client();
-  json body = {{"messages", on["messages"]}, {"max_tokens", 2}, {"temperature", 0}};
-  body["chat_template_kwargs"] = {{"enable_thinking", false}};
-  auto const r_off = post(c, "/v1/chat/completions", body, 200);
-  body["chat_template_kwargs"] = {{"enable_thinking", true}};
-  post(c, "/v1/chat/completions", body, 200);
-  body.erase("chat_template_kwargs");
-  post(c, "/v1/chat/completions", body, 200);
-
-  auto const prompts = probe->prompts();
-  REQUIRE(prompts.size() == 3);
-  CHECK(prompts[0] == codec.encode(off_text));
-  CHECK(prompts[1] == codec.encode(on_text));
-  CHECK(prompts[2] == prompts[1]);  // the template's default is to think
-  CHECK(prompts[0] != prompts[1]);
-  CHECK(r_off["usage"]["prompt_tokens"] == prompts[0].size());
-  CHECK(tok.decode(prompts[0], true) == off_text);
-  CHECK(codec.render_chat(on["messages"], {{"enable_thinking", false}}) == off_text);
-  CHECK(codec.render_chat(on["messages"], {{"enable_thinking", true}}) == on_text);
-}
-
-TEST_CASE("a hybrid model over HTTP: /v1/load shows lanes and state slots, /metrics the reuse") {
-  live_server s({}, {}, 0);
-  // 6 slots at --parallel 2: 2 lane snapshots, 4 for streams and kept prompt states.
-  s.server->set_model(
-      std::make_shared<lane_served_model<hybrid_toy_model, hybrid_toy_family, toy_codec>>(
-          std::make_unique<hybrid_toy_model>(64, 16, 6), toy_codec{}, host_config{2, 512, 4, 64}));
-  auto c = s.client();
-  std::string const prompt(80, 'h');
-  json body = {{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}};
-  auto const first = post(c, "/v1/completions", body, 200);
-  auto const again = post(c, "/v1/completions", body, 200);
-  CHECK(again["tf"]["token_sha"] == first["tf"]["token_sha"]);
-  auto load = json::parse(c.Get("/v1/load")->body);
-  for (int i = 0; i < 100 && load["running"] != 0; ++i) {
-    std::this_thread::sleep_for(20ms);
-    load = json::parse(c.Get("/v1/load")->body);
-  }
-  INFO(load.dump());
-  CHECK(load["lanes"] == json{{"total", 2}, {"free", 2}});
-  CHECK(load["state_slots"]["total"] == 4);
-  CHECK(load["state_slots"]["held"] == 1);  // the kept prompt's state
-  CHECK(load["state_slots"]["free"] == 3);
-  auto m = c.Get("/metrics");
-  REQUIRE(m);
-  CHECK(m->body.find("\ntf_state_slots_total 4\n") != std::string::npos);
-  CHECK(m->body.find("\ntf_lanes_total 2\n") != std::string::npos);
-  CHECK(m->body.find("\ntf_prompt_tokens_reused_total 80\n") != std::string::npos);
-  auto census = s.server->model()->count();
-  CHECK(census.balanced());
-  CHECK(
-      census.line() ==
-      fmt::format("promised 0, free {} + store 5 == total 64; slots free 3 + held 1 == 4", 64 - 5));
 }

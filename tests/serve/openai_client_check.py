@@ -5,7 +5,12 @@ non-empty, usage is present, the stream's chunks concatenate to the non-streamed
 token_sha of both agree. Prints the reply to a factual question.
 MODE "concurrent N PARALLEL": N greedy requests at once while /v1/load is polled every 50 ms;
 checks at most PARALLEL run at once, some queue when N > PARALLEL, and every reply equals its
-solo run (token_sha). Prints "ok" and exits 0 on success; prints what failed and exits 1.
+solo run (token_sha).
+MODE "api": the OpenAI fields beyond the basics: a drawn seed comes back in the reply's tf block
+and repeats the text when sent; n=2 gives two choices, the first equal to the single request with
+that seed; logit_bias forces a token; echo puts the prompt first; a field tf cannot honour
+(tools) is a 400 naming it; /tokenize and /detokenize round-trip.
+Prints "ok" and exits 0 on success; prints what failed and exits 1.
 """
 
 import json
@@ -147,11 +152,66 @@ def check_concurrent(base, n, parallel):
     print("ok")
 
 
+def check_api(base):
+    client = openai.OpenAI(base_url=base + "/v1", api_key="unused")
+    model = client.models.list().data[0].id
+    prompt = "Once upon a time"
+    first = client.completions.create(model=model, prompt=prompt, max_tokens=16, temperature=1.0)
+    seed = (first.model_extra or {}).get("tf", {}).get("seed")
+    if not isinstance(seed, int):
+        fail(f"no tf.seed on a reply without a seed: {first.model_extra}")
+    again = client.completions.create(
+        model=model, prompt=prompt, max_tokens=16, temperature=1.0, seed=seed
+    )
+    if again.choices[0].text != first.choices[0].text:
+        fail(f"seed {seed}: {again.choices[0].text!r} != {first.choices[0].text!r}")
+    two = client.completions.create(
+        model=model, prompt=prompt, max_tokens=16, temperature=1.0, seed=seed, n=2
+    )
+    if len(two.choices) != 2 or two.choices[0].text != first.choices[0].text:
+        fail(f"n=2 with seed {seed}: {[c.text for c in two.choices]} vs {first.choices[0].text!r}")
+
+    ids = raw_post(base, "/tokenize", {"content": " Paris"})["tokens"]
+    if len(ids) != 1:
+        fail(f"' Paris' is not one token here: {ids}")
+    if raw_post(base, "/detokenize", {"tokens": ids})["content"] != " Paris":
+        fail("/detokenize does not give ' Paris' back")
+    forced = client.completions.create(
+        model=model, prompt="The capital of Italy is", max_tokens=3, temperature=0,
+        logit_bias={str(ids[0]): 100},
+    )
+    if forced.choices[0].text != " Paris" * 3:
+        fail(f"logit_bias +100 on ' Paris' gave {forced.choices[0].text!r}")
+
+    echoed = client.completions.create(
+        model=model, prompt=prompt, max_tokens=4, temperature=0, echo=True
+    )
+    plain = client.completions.create(model=model, prompt=prompt, max_tokens=4, temperature=0)
+    if echoed.choices[0].text != prompt + plain.choices[0].text:
+        fail(f"echo: {echoed.choices[0].text!r} != {prompt + plain.choices[0].text!r}")
+
+    try:
+        client.chat.completions.create(
+            model=model, max_tokens=4, messages=[{"role": "user", "content": "hi"}],
+            tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}],
+        )
+        fail("a request with tools was answered")
+    except openai.BadRequestError as e:
+        body = e.body if isinstance(e.body, dict) else {}
+        err = body.get("error", body)
+        if err.get("param") != "tools":
+            fail(f"the 400 for tools names {err.get('param')!r}: {e.body}")
+    print("seed", seed, "repeats; n=2, logit_bias, echo, tools refused")
+    print("ok")
+
+
 def main():
     base = sys.argv[1].rstrip("/")
     mode = sys.argv[2] if len(sys.argv) > 2 else "client"
     if mode == "client":
         check_client(base)
+    elif mode == "api":
+        check_api(base)
     elif mode == "concurrent":
         check_concurrent(base, int(sys.argv[3]), int(sys.argv[4]))
     else:

@@ -1,6 +1,7 @@
 #pragma once
 /// Token sampling: greedy, temperature, top-k, top-p, min-p, repetition/presence/frequency
-/// penalties, with a per-request seeded PRNG; returns the token, its logprob and top logprobs.
+/// penalties and a per-request logit bias, with a per-request seeded PRNG; returns the token, its
+/// logprob and top logprobs.
 #include <kernels/cpu/vec_math.hpp>
 #include <tf/error.hpp>
 #include <tf/sample/rng.hpp>
@@ -14,6 +15,12 @@
 #include <vector>
 
 namespace tf::sample {
+
+/// An additive bias on one token's logit (OpenAI's logit_bias: -100 bans, +100 forces).
+struct token_bias {
+  std::int32_t token = 0;
+  float bias = 0.0f;
+};
 
 /// What a request asks of the sampler; temperature 0 means greedy.
 struct sampling_params {
@@ -29,6 +36,9 @@ struct sampling_params {
   // Report the sampled token's logprob: a pass of exp over the whole vocabulary per token, so a
   // caller that does not show it turns it off (top_logprobs > 0 computes it anyway).
   bool logprobs = true;
+  // Added to the logits before the penalties' and temperature's turn, on this request's own row
+  // only, so other streams in the batch never see it.
+  std::vector<token_bias> logit_bias = {};
 };
 
 /// One token and its log-probability under the model's distribution.
@@ -60,6 +70,11 @@ inline void validate(sampling_params const& p) {
     throw error("tf: presence_penalty {} / frequency_penalty {} must be finite", p.presence_penalty,
                 p.frequency_penalty);
   if (p.top_logprobs < 0) throw error("tf: top_logprobs {} must be >= 0", p.top_logprobs);
+  for (auto const& b : p.logit_bias) {
+    if (b.token < 0) throw error("tf: logit_bias names token {}, below 0", b.token);
+    if (!std::isfinite(b.bias))
+      throw error("tf: logit_bias for token {} is {}, not finite", b.token, b.bias);
+  }
 }
 
 /// Samples tokens for one request; owns its PRNG so a seed gives the same stream every time,
@@ -71,7 +86,8 @@ class sampler {
   sampling_params const& params() const { return params_; }
 
   /// Picks the next token from `logits` [vocab]; `history` holds the tokens the penalties count.
-  /// The order is: penalties, temperature, top-k, top-p, min-p, then one draw.
+  /// The order is: penalties, logit bias, temperature, top-k, top-p, min-p, then one draw.
+  /// Logprobs are the model's own (before penalties and bias), as OpenAI-style APIs report them.
   sample_result sample(std::span<float const> logits, std::span<std::int32_t const> history = {}) {
     auto const n = logits.size();
     if (n == 0) throw error("tf: sample() got an empty logits row");
@@ -80,7 +96,8 @@ class sampler {
     sample_result out;
     bool const want_logprob = params_.logprobs || params_.top_logprobs > 0;
     // Greedy and nothing to adjust: the logits as they are, without a copy.
-    bool const as_is = params_.temperature == 0.0f && !penalised(history);
+    bool const as_is =
+        params_.temperature == 0.0f && !penalised(history) && params_.logit_bias.empty();
     float const mx = want_logprob || as_is ? finite_max(logits) : 0.0f;
     if (want_logprob) model_logprobs(logits, mx, out);
 
@@ -89,6 +106,7 @@ class sampler {
     } else {
       work_.assign(logits.begin(), logits.end());
       apply_penalties(history, n);
+      apply_bias(n);
       out.token = params_.temperature == 0.0f ? argmax(work_) : draw();
     }
     out.logprob = want_logprob ? static_cast<float>(static_cast<double>(logits[out.token]) - lse_)
@@ -144,6 +162,14 @@ class sampler {
       float& v = work_[static_cast<std::size_t>(t)];
       v = v > 0.0f ? v / params_.repetition_penalty : v * params_.repetition_penalty;
       v -= params_.presence_penalty + params_.frequency_penalty * static_cast<float>(c);
+    }
+  }
+
+  void apply_bias(std::size_t n) {
+    for (auto const& b : params_.logit_bias) {
+      if (static_cast<std::size_t>(b.token) >= n)
+        throw error("tf: logit_bias names token {}, outside the vocabulary of {}", b.token, n);
+      work_[static_cast<std::size_t>(b.token)] += b.bias;
     }
   }
 

@@ -1,10 +1,10 @@
 #pragma once
-/// The OpenAI-compatible HTTP API over a served_model: chat and text completions (SSE
-/// streaming), models, health, load and metrics; API-key auth, body limits and timeouts.
+/// The OpenAI-compatible HTTP API over a served_model: the server, its connection cap, API-key
+/// auth, CORS, body limits and timeouts. The routes live in routes_completions.hpp (chat and text
+/// completions) and routes_info.hpp (health, models, load, metrics, tokenize, detokenize).
 #include <tf/serve/openai_request.hpp>
 #include <tf/serve/served_model.hpp>
-#include <tf/serve/sha256.hpp>
-#include <tf/serve/text_assembler.hpp>
+#include <tf/serve/server_state.hpp>
 
 // httplib's default backlog of 5 drops connections when many clients connect at once.
 #ifndef CPPHTTPLIB_LISTEN_BACKLOG
@@ -13,29 +13,17 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <tf/serve/routes_completions.hpp>
+#include <tf/serve/routes_info.hpp>
+
 #include <fmt/format.h>
 
 #include <atomic>
-#include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace tf::serve {
-
-/// HTTP settings; safe defaults (loopback, limits on).
-struct http_config {
-  std::string host = "127.0.0.1";
-  int port = 8080;
-  std::string api_key;                    // empty: no auth
-  std::size_t max_body_bytes = 4u << 20;  // larger bodies get 413
-  int read_timeout_s = 10;                // headers and body
-  int write_timeout_s = 30;
-  std::size_t max_connections = 64;  // connections served at once; more get 503 + Retry-After
-  std::size_t overflow_workers = 4;  // threads that answer the connections over the cap
-};
 
 /// True on a thread answering a connection over the cap (set by capped_task_queue).
 inline thread_local bool tl_over_connection_cap = false;
@@ -89,31 +77,26 @@ inline bool constant_time_equal(std::string_view a, std::string_view b) {
 /// The server: owns the httplib server; the served model arrives once it has loaded.
 class api_server {
  public:
-  explicit api_server(http_config cfg) : cfg_(std::move(cfg)) { routes(); }
+  explicit api_server(http_config cfg) : state_(std::move(cfg)), completions_(state_) { routes(); }
   api_server(api_server const&) = delete;
   api_server& operator=(api_server const&) = delete;
 
   /// Installs the loaded model; /health answers 200 from then on.
-  void set_model(std::shared_ptr<served_model> m) {
-    std::lock_guard lock(mutex_);
-    model_ = std::move(m);
-  }
-  std::shared_ptr<served_model> model() const {
-    std::lock_guard lock(mutex_);
-    return model_;
-  }
+  void set_model(std::shared_ptr<served_model> m) { state_.set_model(std::move(m)); }
+  std::shared_ptr<served_model> model() const { return state_.model(); }
   /// Loading progress shown by /health while loading (0..1).
-  void set_progress(double p) { progress_.store(p); }
+  void set_progress(double p) { state_.set_progress(p); }
 
   /// Binds; returns the port (a free one when cfg.port is 0). Throws tf::error when it cannot.
   int bind() {
-    int port = cfg_.port;
+    auto const& cfg = state_.config();
+    int port = cfg.port;
     if (port == 0) {
-      port = http_.bind_to_any_port(cfg_.host.c_str());
-    } else if (!http_.bind_to_port(cfg_.host.c_str(), port)) {
+      port = http_.bind_to_any_port(cfg.host.c_str());
+    } else if (!http_.bind_to_port(cfg.host.c_str(), port)) {
       port = -1;
     }
-    if (port <= 0) throw error("tf: cannot listen on {}:{}", cfg_.host, cfg_.port);
+    if (port <= 0) throw error("tf: cannot listen on {}:{}", cfg.host, cfg.port);
     port_ = port;
     return port;
   }
@@ -130,36 +113,37 @@ class api_server {
     res.set_content(e.body().dump(), "application/json");
   }
 
-  std::shared_ptr<served_model> ready_model() const {
-    auto b = model();
-    if (!b) throw api_error(503, "the model is still loading", "server_error", "", "model_loading");
-    return b;
-  }
-
   static bool has_body(httplib::Request const& req) {
     auto const length = req.get_header_value("Content-Length");
     return req.get_header_value("Transfer-Encoding") == "chunked" ||
            (!length.empty() && length.find_first_not_of('0') != std::string::npos);
   }
 
-  // Answers a connection over the cap (503) or a /v1 request without the API key (401); false
+  // Routes behind the API key: /v1 and the tokenizer's.
+  static bool needs_key(std::string const& path) {
+    return path.rfind("/v1", 0) == 0 || path == "/tokenize" || path == "/detokenize";
+  }
+
+  // Answers a connection over the cap (503) or a keyed route without the API key (401); false
   // when the request may go on.
   bool turned_away(httplib::Request const& req, httplib::Response& res) {
+    auto const& cfg = state_.config();
     if (tl_over_connection_cap) {
       if (auto b = model()) b->stats().rejected_connections++;
       res.set_header("Retry-After", "1");
       res.set_header("Connection", "close");
       send_error(res, api_error(503,
                                 fmt::format("the server has its {} connections open; retry soon",
-                                            cfg_.max_connections),
+                                            cfg.max_connections),
                                 "server_error", "", "too_many_connections"));
       return true;
     }
-    if (cfg_.api_key.empty() || req.path.rfind("/v1", 0) != 0) return false;
+    // A CORS preflight carries no credentials; it is answered without the key.
+    if (cfg.api_key.empty() || !needs_key(req.path) || req.method == "OPTIONS") return false;
     auto h = req.get_header_value("Authorization");
     std::string_view const prefix = "Bearer ";
     bool ok = h.size() > prefix.size() && std::string_view(h).substr(0, prefix.size()) == prefix &&
-              constant_time_equal(std::string_view(h).substr(prefix.size()), cfg_.api_key);
+              constant_time_equal(std::string_view(h).substr(prefix.size()), cfg.api_key);
     if (ok) return false;
     if (auto b = model()) b->stats().rejected_auth++;
     res.set_header("WWW-Authenticate", "Bearer");
@@ -168,13 +152,31 @@ class api_server {
     return true;
   }
 
+  // --cors-origin: every answer allows the origin; OPTIONS answers a browser's preflight.
+  void cors() {
+    auto const& origin = state_.config().cors_origin;
+    if (origin.empty()) return;
+    httplib::Headers h{{"Access-Control-Allow-Origin", origin}};
+    if (origin != "*") h.emplace("Vary", "Origin");
+    http_.set_default_headers(h);
+    http_.Options(".*", [](httplib::Request const& req, httplib::Response& res) {
+      auto const asked = req.get_header_value("Access-Control-Request-Headers");
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers",
+                     asked.empty() ? std::string("Authorization, Content-Type") : asked);
+      res.set_header("Access-Control-Max-Age", "86400");
+    });
+  }
+
   void routes() {
-    auto const cap = std::max<std::size_t>(cfg_.max_connections, 1);
-    auto const overflow = std::max<std::size_t>(cfg_.overflow_workers, 1);
+    auto const& cfg = state_.config();
+    auto const cap = std::max<std::size_t>(cfg.max_connections, 1);
+    auto const overflow = std::max<std::size_t>(cfg.overflow_workers, 1);
     http_.new_task_queue = [cap, overflow] { return new capped_task_queue(cap, overflow); };
-    http_.set_payload_max_length(cfg_.max_body_bytes);
-    http_.set_read_timeout(cfg_.read_timeout_s, 0);
-    http_.set_write_timeout(cfg_.write_timeout_s, 0);
+    http_.set_payload_max_length(cfg.max_body_bytes);
+    http_.set_read_timeout(cfg.read_timeout_s, 0);
+    http_.set_write_timeout(cfg.write_timeout_s, 0);
     http_.set_keep_alive_max_count(100);
     http_.set_keep_alive_timeout(5);
     // A request with a body is turned away only after routing has read that body: closing a
@@ -209,335 +211,19 @@ class api_server {
             send_error(res, api_error(500, "unknown error", "server_error"));
           }
         });
-
-    http_.Get("/health", [this](httplib::Request const&, httplib::Response& res) {
-      if (model()) {
-        res.set_content(R"({"status":"ok"})", "application/json");
-      } else {
-        res.status = 503;
-        res.set_content(
-            nlohmann::json{{"status", "loading"}, {"progress", progress_.load()}}.dump(),
-            "application/json");
-      }
-    });
-    http_.Get("/v1/models", [this](httplib::Request const&, httplib::Response& res) {
-      auto b = ready_model();
-      nlohmann::json j{{"object", "list"},
-                       {"data",
-                        {{{"id", b->model_id()},
-                          {"object", "model"},
-                          {"created", started_},
-                          {"owned_by", "tf"},
-                          {"context_length", b->config().context}}}}};
-      res.set_content(j.dump(), "application/json");
-    });
-    http_.Get("/v1/load", [this](httplib::Request const&, httplib::Response& res) {
-      auto b = ready_model();
-      auto l = b->load();
-      nlohmann::json j{{"running", l.running},
-                       {"queued", l.queued},
-                       {"requeued", l.requeued},
-                       {"pages",
-                        {{"free", l.pages_free},
-                         {"held", l.pages_held},
-                         {"promised", l.pages_promised},
-                         {"store", l.pages_store},
-                         {"total", l.pages_total}}},
-                       {"lanes", {{"total", l.lanes}, {"free", l.lanes_free}}},
-                       {"state_slots",
-                        {{"free", l.state_slots_free},
-                         {"held", l.state_slots_held},
-                         {"total", l.state_slots_total}}},
-                       {"max_running_seen", l.max_running_seen},
-                       {"rounds", l.rounds}};
-      res.set_content(j.dump(), "application/json");
-    });
-    http_.Get("/metrics", [this](httplib::Request const&, httplib::Response& res) {
-      auto b = ready_model();
-      res.set_content(b->stats().prometheus(b->load()), "text/plain; version=0.0.4");
-    });
+    cors();
+    install_info_routes(http_, state_);
     http_.Post("/v1/chat/completions", [this](httplib::Request const& req, httplib::Response& res) {
-      if (!turned_away(req, res)) complete(req, res, true);
+      if (!turned_away(req, res)) completions_.handle(req, res, true);
     });
     http_.Post("/v1/completions", [this](httplib::Request const& req, httplib::Response& res) {
-      if (!turned_away(req, res)) complete(req, res, false);
+      if (!turned_away(req, res)) completions_.handle(req, res, false);
     });
   }
 
-  // Per-request state shared with the content provider.
-  struct job {
-    openai_request req;
-    std::shared_ptr<served_model> model;
-    std::shared_ptr<request_stream> stream;
-    text_assembler text{{}};
-    std::vector<std::int32_t> tokens;
-    nlohmann::json logprobs = nlohmann::json::array();
-    std::string id;
-    std::int64_t created = 0;
-    std::size_t prompt_tokens = 0;
-    finish_reason reason = finish_reason::length;
-    std::string error;
-    bool done = false, sent_role = false, sent_final = false;
-  };
-
-  void complete(httplib::Request const& hreq, httplib::Response& res, bool chat) {
-    auto b = ready_model();
-    auto j = std::make_shared<job>();
-    try {
-      j->req = parse_openai_request(hreq.body, chat);
-    } catch (api_error const&) {
-      b->stats().rejected_bad_request++;
-      throw;
-    }
-    j->model = b;
-    j->text = text_assembler(j->req.stop);
-    j->created = static_cast<std::int64_t>(std::time(nullptr));
-    j->id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", ++next_id_);
-    generation_request g;
-    try {
-      g.prompt = chat ? b->encode_chat(j->req.messages, j->req.chat_template_kwargs)
-                      : b->encode_text(j->req.prompt);
-    } catch (error const& e) {
-      // The chat template raised (e.g. roles that do not alternate): the request's fault.
-      b->stats().rejected_bad_request++;
-      throw api_error(400, e.what(), "invalid_request_error", chat ? "messages" : "prompt",
-                      "invalid_value");
-    }
-    g.max_tokens = j->req.max_tokens;
-    g.sampling = j->req.sampling;
-    g.stop_tokens = b->stop_tokens();
-    j->prompt_tokens = g.prompt.size();
-    auto r = b->submit(std::move(g));
-    if (r.status == submit_status::rejected) {
-      switch (r.reason) {
-        case reject_reason::queue_full:
-          res.set_header("Retry-After", "1");
-          throw api_error(503, r.message, "server_error", "", "queue_full");
-        case reject_reason::stopping:
-          res.set_header("Retry-After", "5");
-          throw api_error(503, r.message, "server_error", "", "shutting_down");
-        case reject_reason::context_length_exceeded:
-          throw api_error(400, r.message, "invalid_request_error", chat ? "messages" : "prompt",
-                          "context_length_exceeded");
-        case reject_reason::larger_than_pool:
-          throw api_error(400, r.message, "invalid_request_error", "max_tokens",
-                          "larger_than_pool");
-        default:
-          throw api_error(400, r.message, "invalid_request_error");
-      }
-    }
-    j->stream = r.stream;
-    if (j->req.stream) {
-      res.set_header("Cache-Control", "no-cache");
-      res.set_chunked_content_provider(
-          "text/event-stream",
-          [this, j](std::size_t, httplib::DataSink& sink) { return stream_step(*j, sink); },
-          [j](bool ok) {
-            if (!ok) j->stream->cancel();
-          });
-    } else {
-      res.set_chunked_content_provider(
-          "application/json",
-          [this, j](std::size_t, httplib::DataSink& sink) { return whole_step(*j, sink); },
-          [j](bool ok) {
-            if (!ok) j->stream->cancel();
-          });
-    }
-  }
-
-  // Pulls what the engine produced; returns false on a stop string or the end.
-  void pull(job& j, std::chrono::milliseconds wait) {
-    if (j.done) return;
-    auto c = j.stream->next(wait);
-    auto b = j.model;
-    for (auto& t : c.tokens) {
-      if (j.text.stopped()) break;
-      j.tokens.push_back(t.token);
-      auto piece = b->piece(t.token);
-      if (j.req.logprobs) j.logprobs.push_back(logprob_entry(*b, t, piece));
-      if (j.text.add(piece)) {
-        j.stream->cancel(finish_reason::stop);
-        j.reason = finish_reason::stop;
-        j.done = true;
-      }
-    }
-    if (c.done && !j.done) {
-      j.done = true;
-      j.reason = c.reason;
-      j.error = c.error;
-    }
-  }
-
-  nlohmann::json logprob_entry(served_model& b, sample::sample_result const& t,
-                               std::string const& piece) const {
-    auto bytes = [](std::string const& s) {
-      auto a = nlohmann::json::array();
-      for (unsigned char c : s) a.push_back(c);
-      return a;
-    };
-    auto top = nlohmann::json::array();
-    for (auto const& alt : t.top) {
-      auto p = b.piece(alt.token);
-      top.push_back({{"token", valid_utf8(p)}, {"logprob", alt.logprob}, {"bytes", bytes(p)}});
-    }
-    return {{"token", valid_utf8(piece)},
-            {"logprob", t.logprob},
-            {"bytes", bytes(piece)},
-            {"top_logprobs", top}};
-  }
-
-  // The string with invalid UTF-8 replaced by U+FFFD, so JSON can carry it.
-  static std::string valid_utf8(std::string const& s) {
-    return nlohmann::json::parse(dump(nlohmann::json(s))).get<std::string>();
-  }
-
-  nlohmann::json usage(job const& j) const {
-    return {{"prompt_tokens", j.prompt_tokens},
-            {"completion_tokens", j.tokens.size()},
-            {"total_tokens", j.prompt_tokens + j.tokens.size()}};
-  }
-  nlohmann::json tf_block(job const& j) const {
-    return {{"token_sha", token_sha(j.tokens)}, {"tokens", j.tokens.size()}};
-  }
-  static char const* reason_text(finish_reason r) {
-    return r == finish_reason::stop ? "stop" : r == finish_reason::length ? "length" : "cancelled";
-  }
-  nlohmann::json completion_logprobs(job const& j) const {
-    auto toks = nlohmann::json::array(), lps = nlohmann::json::array(),
-         tops = nlohmann::json::array();
-    for (auto const& e : j.logprobs) {
-      toks.push_back(e["token"]);
-      lps.push_back(e["logprob"]);
-      auto m = nlohmann::json::object();
-      for (auto const& t : e["top_logprobs"]) m[t["token"].get<std::string>()] = t["logprob"];
-      tops.push_back(m);
-    }
-    return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}};
-  }
-
-  static std::string dump(nlohmann::json const& v) {
-    return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  }
-
-  bool whole_step(job& j, httplib::DataSink& sink) {
-    pull(j, std::chrono::milliseconds(250));
-    if (!j.done) {
-      // Whitespace before the JSON is valid and lets a write fail when the client has gone.
-      if (!sink.write(" ", 1)) {
-        j.stream->cancel();
-        return false;
-      }
-      return true;
-    }
-    if (j.reason == finish_reason::error) {
-      auto e = api_error(500, j.error, "server_error").body();
-      auto s = dump(e);
-      sink.write(s.data(), s.size());
-      sink.done();
-      return true;
-    }
-    auto text = j.text.take(true);
-    nlohmann::json choice{{"index", 0}, {"finish_reason", reason_text(j.reason)}};
-    if (j.req.chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", text}};
-      choice["logprobs"] =
-          j.req.logprobs ? nlohmann::json{{"content", j.logprobs}} : nlohmann::json();
-    } else {
-      choice["text"] = text;
-      choice["logprobs"] = j.req.logprobs ? completion_logprobs(j) : nlohmann::json();
-    }
-    nlohmann::json body{
-        {"id", j.id},           {"object", j.req.chat ? "chat.completion" : "text_completion"},
-        {"created", j.created}, {"model", j.model->model_id()},
-        {"choices", {choice}},  {"usage", usage(j)},
-        {"tf", tf_block(j)}};
-    auto s = dump(body);
-    sink.write(s.data(), s.size());
-    sink.done();
-    return true;
-  }
-
-  bool send_event(httplib::DataSink& sink, nlohmann::json const& v) {
-    auto s = "data: " + dump(v) + "\n\n";
-    return sink.write(s.data(), s.size());
-  }
-
-  nlohmann::json chunk(job const& j, nlohmann::json choices) const {
-    return {{"id", j.id},
-            {"object", j.req.chat ? "chat.completion.chunk" : "text_completion"},
-            {"created", j.created},
-            {"model", j.model->model_id()},
-            {"choices", std::move(choices)}};
-  }
-
-  bool stream_step(job& j, httplib::DataSink& sink) {
-    if (j.req.chat && !j.sent_role) {
-      j.sent_role = true;
-      if (!send_event(sink, chunk(j, {{{"index", 0},
-                                       {"delta", {{"role", "assistant"}, {"content", ""}}},
-                                       {"logprobs", nullptr},
-                                       {"finish_reason", nullptr}}})))
-        return cancel_write(j);
-    }
-    auto before = j.logprobs.size();
-    pull(j, std::chrono::milliseconds(250));
-    auto text = j.text.take(j.done);
-    if (!text.empty() || j.logprobs.size() > before) {
-      nlohmann::json c{{"index", 0}, {"finish_reason", nullptr}};
-      auto lp = nlohmann::json::array();
-      for (auto i = before; i < j.logprobs.size(); ++i) lp.push_back(j.logprobs[i]);
-      if (j.req.chat) {
-        c["delta"] = {{"content", text}};
-        c["logprobs"] = j.req.logprobs ? nlohmann::json{{"content", lp}} : nlohmann::json();
-      } else {
-        c["text"] = text;
-        c["logprobs"] = nullptr;
-      }
-      if (!send_event(sink, chunk(j, {c}))) return cancel_write(j);
-    } else if (!j.done) {
-      // An SSE comment keeps the line alive and notices a client that left.
-      if (!sink.write(": \n\n", 4)) return cancel_write(j);
-    }
-    if (!j.done) return true;
-    if (j.reason == finish_reason::error) {
-      send_event(sink, api_error(500, j.error, "server_error").body());
-    } else {
-      nlohmann::json c{{"index", 0}, {"finish_reason", reason_text(j.reason)}};
-      if (j.req.chat) {
-        c["delta"] = nlohmann::json::object();
-        c["logprobs"] = nullptr;
-      } else {
-        c["text"] = "";
-        c["logprobs"] = nullptr;
-      }
-      auto last = chunk(j, {c});
-      last["tf"] = tf_block(j);
-      send_event(sink, last);
-      if (j.req.include_usage) {
-        auto u = chunk(j, nlohmann::json::array());
-        u["usage"] = usage(j);
-        u["tf"] = tf_block(j);
-        send_event(sink, u);
-      }
-    }
-    std::string const done = "data: [DONE]\n\n";
-    sink.write(done.data(), done.size());
-    sink.done();
-    return true;
-  }
-
-  bool cancel_write(job& j) {
-    j.stream->cancel();
-    return false;
-  }
-
-  http_config cfg_;
+  server_state state_;
+  completion_routes completions_;
   httplib::Server http_;
-  mutable std::mutex mutex_;
-  std::shared_ptr<served_model> model_;
-  std::atomic<double> progress_{0.0};
-  std::atomic<std::uint64_t> next_id_{0};
-  std::int64_t started_ = static_cast<std::int64_t>(std::time(nullptr));
   int port_ = 0;
 };
 

@@ -32,14 +32,18 @@ class histogram {
     return count_;
   }
 
-  /// Appends `name_bucket`, `name_sum` and `name_count` lines.
-  void write(std::string& out, std::string const& name, std::string const& help) const {
+  /// Appends `name_bucket`, `name_sum` and `name_count` lines; `labels` (e.g.
+  /// `model_name="x"`) go on every line.
+  void write(std::string& out, std::string const& name, std::string const& help,
+             std::string const& labels = {}) const {
     std::lock_guard lock(mutex_);
+    auto const more = labels.empty() ? std::string() : "," + labels;
+    auto const own = labels.empty() ? std::string() : "{" + labels + "}";
     out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
     for (std::size_t i = 0; i < bounds_.size(); ++i)
-      out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], counts_[i]);
-    out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, count_, name,
-                       sum_, name, count_);
+      out += fmt::format("{}_bucket{{le=\"{}\"{}}} {}\n", name, bounds_[i], more, counts_[i]);
+    out += fmt::format("{}_bucket{{le=\"+Inf\"{}}} {}\n{}_sum{} {}\n{}_count{} {}\n", name, more,
+                       count_, name, own, sum_, name, own, count_);
   }
 
  private:
@@ -83,7 +87,9 @@ struct metrics {
   histogram inter_token{latency_bounds()};
 
   /// Prometheus text; the gauges (running, waiting, KV use) come from the lane host's snapshot.
-  std::string prometheus(load_snapshot const& l) const {
+  /// vLLM's names for the same numbers follow tf's, labelled model_name="`model_name`", so
+  /// dashboards built for vLLM read tf unchanged.
+  std::string prometheus(load_snapshot const& l, std::string const& model_name = "tf") const {
     auto const running = l.running, waiting = l.queued, pages_held = l.pages_held,
                pages_total = l.pages_total;
     std::string out;
@@ -128,7 +134,51 @@ struct metrics {
                        rejected_connections.load());
     ttft.write(out, "tf_time_to_first_token_seconds", "Time from arrival to the first token.");
     inter_token.write(out, "tf_inter_token_seconds", "Time between two tokens of one request.");
+    vllm_names(out, l, model_name);
     return out;
+  }
+
+  /// Prometheus label value: backslash, quote and newline escaped.
+  static std::string label_value(std::string const& v) {
+    std::string out;
+    for (char c : v) {
+      if (c == '\\' || c == '"')
+        out += {'\\', c};
+      else if (c == '\n')
+        out += "\\n";
+      else
+        out += c;
+    }
+    return out;
+  }
+
+ private:
+  // vLLM's metric names (V1, and V0's gpu_cache_usage_perc) for the numbers tf already counts.
+  void vllm_names(std::string& out, load_snapshot const& l, std::string const& model_name) const {
+    auto const label = fmt::format("model_name=\"{}\"", label_value(model_name));
+    auto one = [&](char const* name, char const* type, char const* help, double v) {
+      out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{}{{{}}} {}\n", name, help, name, type, name,
+                         label, v);
+    };
+    double const usage =
+        l.pages_total ? static_cast<double>(l.pages_held) / static_cast<double>(l.pages_total)
+                      : 0.0;
+    one("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
+        static_cast<double>(l.running));
+    one("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
+        static_cast<double>(l.queued));
+    one("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", usage);
+    one("vllm:gpu_cache_usage_perc", "gauge",
+        "KV-cache usage (vLLM V0's name). 1 means 100 percent usage.", usage);
+    one("vllm:prompt_tokens_total", "counter",
+        "Number of prefill tokens processed (run and reused).",
+        static_cast<double>(prompt_tokens.load() + prompt_tokens_reused.load()));
+    one("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
+        static_cast<double>(generation_tokens.load()));
+    ttft.write(out, "vllm:time_to_first_token_seconds",
+               "Histogram of time to first token in seconds.", label);
+    inter_token.write(out, "vllm:inter_token_latency_seconds",
+                      "Histogram of inter-token latency in seconds.", label);
   }
 };
 

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -48,11 +49,13 @@ struct file_engine : model_file_holder, engine<F, B> {
 /// Opens `path` (mapped, so the budget is read before a copy of the weights takes memory), asks
 /// `size` for the pool given the family's costs, then loads (read into memory when
 /// `o.load` says so) and serves it with `host` (its `parallel` set from `size`). A family with
-/// recurrent state gets two slots per stream: its own and its lane's prompt-end snapshot.
+/// recurrent state gets two slots per stream: its own and its lane's prompt-end snapshot. A
+/// non-empty `chat_template` replaces the file's (--chat-template).
 template <class Registry = families::builtin, class B = backend::cpu>
-std::shared_ptr<served_model> open_served(
-    std::filesystem::path const& path, open_options const& o, host_config host,
-    std::function<pool_size(model_costs const&)> const& size) {
+std::shared_ptr<served_model> open_served(std::filesystem::path const& path, open_options const& o,
+                                          host_config host,
+                                          std::function<pool_size(model_costs const&)> const& size,
+                                          std::string const& chat_template = {}) {
   auto file =
       std::make_unique<model::model_file>(model::model_file::open(path, model::load_mode::map));
   std::shared_ptr<served_model> out;
@@ -63,6 +66,8 @@ std::shared_ptr<served_model> open_served(
         size({F::name, E::kv_bytes_per_token(*file, o.kv), E::state_bytes_per_stream(*file)});
     host.parallel = granted.parallel;
     auto codec = tokenizer::load_codec(*file, path, path.filename().string(), F::name == "gemma3");
+    if (!chat_template.empty())
+      codec = tokenizer::text_codec(codec.tokens(), codec.model_id(), chat_template, false);
     if (o.load == model::load_mode::read)
       file = std::make_unique<model::model_file>(model::model_file::open(path, o.load));
     kv_shape const kv{static_cast<std::int32_t>(granted.pages), o.page_tokens, o.kv,

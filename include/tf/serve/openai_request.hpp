@@ -1,6 +1,7 @@
 #pragma once
 /// OpenAI request bodies -> one parsed request, with every type and range checked; bad input
 /// throws api_error carrying the HTTP status and the OpenAI error object's fields.
+#include <tf/sample/defaults.hpp>
 #include <tf/sample/sampler.hpp>
 
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -52,6 +54,10 @@ struct openai_request {
   bool include_usage = false;
   bool logprobs = false;
   bool draft = false;
+  int n = 1;                         // choices to sample (each its own stream)
+  std::optional<std::int64_t> seed;  // absent: the server draws one
+  bool echo = false;                 // completions: the prompt text before the completion
+  bool ignore_eos = false;           // vLLM / llama-server: generate past end-of-generation
 };
 
 namespace detail {
@@ -110,10 +116,86 @@ inline std::string content_text(nlohmann::json const& c, std::size_t i) {
   return s;
 }
 
+inline api_error unsupported(std::string const& param, std::string const& why) {
+  return api_error(400, why, "invalid_request_error", param, "unsupported_parameter");
+}
+
+// logit_bias: {"token id": bias in [-100, 100]}, as OpenAI sends it (ids as strings).
+inline std::vector<sample::token_bias> logit_bias(nlohmann::json const& body) {
+  std::vector<sample::token_bias> out;
+  if (!body.contains("logit_bias") || body["logit_bias"].is_null()) return out;
+  auto const& m = body["logit_bias"];
+  if (!m.is_object())
+    throw bad_param("logit_bias", "an object of token id -> bias, e.g. {\"50256\": -100}");
+  for (auto const& [key, v] : m.items()) {
+    std::size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(key, &used);
+    } catch (std::exception const&) {
+      used = 0;
+    }
+    if (used != key.size() || key.empty() || id < 0 ||
+        id > std::numeric_limits<std::int32_t>::max())
+      throw api_error(
+          400, fmt::format("'logit_bias' key '{}' is not a token id (a non-negative integer)", key),
+          "invalid_request_error", "logit_bias", "invalid_value");
+    if (!v.is_number()) throw bad_param("logit_bias", "an object whose values are numbers");
+    double const b = v.get<double>();
+    if (!(b >= -100.0 && b <= 100.0))
+      throw api_error(
+          400, fmt::format("'logit_bias' for token {} is {}; it must be in [-100, 100]", id, b),
+          "invalid_request_error", "logit_bias", "invalid_value");
+    out.push_back({static_cast<std::int32_t>(id), static_cast<float>(b)});
+  }
+  return out;
+}
+
+// True when `key` is present with a value other than null (and, for arrays, not empty).
+inline bool given(nlohmann::json const& body, char const* key) {
+  if (!body.contains(key) || body[key].is_null()) return false;
+  return !(body[key].is_array() && body[key].empty());
+}
+
+/// OpenAI fields tf knows and cannot honour yet: a request that sets one is refused with a 400
+/// naming it rather than answered as if it had not been sent.
+inline void refuse_unsupported(nlohmann::json const& body, bool chat) {
+  if (given(body, "tools"))
+    throw unsupported("tools", "tf does not do tool calling yet: 'tools' is not supported");
+  if (given(body, "functions"))
+    throw unsupported("functions", "tf does not do function calling: 'functions' is not supported");
+  for (char const* key : {"tool_choice", "function_call"}) {
+    if (!given(body, key)) continue;
+    auto const& v = body[key];
+    if (!(v.is_string() && (v == "none" || v == "auto")))
+      throw unsupported(
+          key, fmt::format("'{}' {} needs tool calling, which tf does not do yet", key, v.dump()));
+  }
+  if (given(body, "response_format")) {
+    auto const& f = body["response_format"];
+    if (!f.is_object() || !f.contains("type") || f["type"] != "text")
+      throw unsupported("response_format",
+                        "tf does not constrain output yet: only {\"type\": \"text\"} is "
+                        "supported for 'response_format'");
+  }
+  if (given(body, "modalities")) {
+    auto const& m = body["modalities"];
+    if (!m.is_array() || m.size() != 1 || m[0] != "text")
+      throw unsupported("modalities", "tf answers in text only: 'modalities' must be [\"text\"]");
+  }
+  for (char const* key : {"audio", "prediction", "web_search_options"})
+    if (given(body, key)) throw unsupported(key, fmt::format("tf does not support '{}'", key));
+  if (!chat && body.contains("suffix") && !body["suffix"].is_null() &&
+      !(body["suffix"].is_string() && body["suffix"].get<std::string>().empty()))
+    throw unsupported("suffix", "tf does not do insertion: 'suffix' is not supported");
+}
+
 }  // namespace detail
 
 /// Parses and checks a request body; `chat` picks /v1/chat/completions over /v1/completions.
-inline openai_request parse_openai_request(std::string const& text, bool chat) {
+/// Sampling fields the body leaves out take `defaults`; fields no API defines are ignored.
+inline openai_request parse_openai_request(std::string const& text, bool chat,
+                                           sample::sampling_defaults const& defaults = {}) {
   using nlohmann::json;
   json body = json::parse(text, nullptr, false);
   if (body.is_discarded())
@@ -164,6 +246,14 @@ inline openai_request parse_openai_request(std::string const& text, bool chat) {
                         "invalid_request_error", "chat_template_kwargs", "invalid_value");
       r.chat_template_kwargs = kw;
     }
+    // OpenAI's reasoning_effort reaches the template as a variable (as vLLM passes it), unless
+    // chat_template_kwargs set one.
+    if (body.contains("reasoning_effort") && !body["reasoning_effort"].is_null()) {
+      if (!body["reasoning_effort"].is_string())
+        throw detail::bad_param("reasoning_effort", "a string");
+      if (!r.chat_template_kwargs.contains("reasoning_effort"))
+        r.chat_template_kwargs["reasoning_effort"] = body["reasoning_effort"];
+    }
   } else {
     if (!body.contains("prompt"))
       throw api_error(400, "'prompt' is required", "invalid_request_error", "prompt",
@@ -180,21 +270,26 @@ inline openai_request parse_openai_request(std::string const& text, bool chat) {
   auto mt = detail::integer(body, "max_tokens", 1, 1 << 24, -1);
   mt = detail::integer(body, "max_completion_tokens", 1, 1 << 24, mt);
   r.max_tokens = static_cast<int>(mt);
-  r.sampling.temperature = static_cast<float>(detail::number(body, "temperature", 0.0, 2.0, 1.0));
-  r.sampling.top_p = static_cast<float>(detail::number(body, "top_p", 1e-9, 1.0, 1.0));
-  r.sampling.top_k = static_cast<int>(detail::integer(body, "top_k", 0, 1 << 20, 0));
-  r.sampling.min_p = static_cast<float>(detail::number(body, "min_p", 0.0, 1.0, 0.0));
+  auto const base = defaults.params();
+  r.sampling.temperature =
+      static_cast<float>(detail::number(body, "temperature", 0.0, 2.0, base.temperature));
+  r.sampling.top_p = static_cast<float>(detail::number(body, "top_p", 1e-9, 1.0, base.top_p));
+  r.sampling.top_k = static_cast<int>(detail::integer(body, "top_k", -1, 1 << 20, base.top_k));
+  if (r.sampling.top_k < 0) r.sampling.top_k = 0;  // vLLM's -1 and 0 both mean off
+  r.sampling.min_p = static_cast<float>(detail::number(body, "min_p", 0.0, 1.0, base.min_p));
   r.sampling.presence_penalty =
       static_cast<float>(detail::number(body, "presence_penalty", -2.0, 2.0, 0.0));
   r.sampling.frequency_penalty =
       static_cast<float>(detail::number(body, "frequency_penalty", -2.0, 2.0, 0.0));
-  r.sampling.repetition_penalty =
-      static_cast<float>(detail::number(body, "repetition_penalty", 1e-3, 10.0, 1.0));
-  r.sampling.seed = static_cast<std::uint64_t>(
-      detail::integer(body, "seed", std::numeric_limits<std::int64_t>::min(),
-                      std::numeric_limits<std::int64_t>::max(), 0));
-  if (detail::integer(body, "n", 1, 1, 1) != 1)
-    throw api_error(400, "'n' must be 1", "invalid_request_error", "n", "invalid_value");
+  r.sampling.repetition_penalty = static_cast<float>(
+      detail::number(body, "repetition_penalty", 1e-3, 10.0, base.repetition_penalty));
+  if (body.contains("seed") && !body["seed"].is_null())
+    r.seed = detail::integer(body, "seed", std::numeric_limits<std::int64_t>::min(),
+                             std::numeric_limits<std::int64_t>::max(), 0);
+  r.n = static_cast<int>(detail::integer(body, "n", 1, 128, 1));
+  r.sampling.logit_bias = detail::logit_bias(body);
+  r.ignore_eos = detail::boolean(body, "ignore_eos", false);
+  detail::refuse_unsupported(body, chat);
   if (body.contains("stop") && !body["stop"].is_null()) {
     auto const& s = body["stop"];
     if (s.is_string()) {
@@ -223,6 +318,23 @@ inline openai_request parse_openai_request(std::string const& text, bool chat) {
   } else if (body.contains("logprobs") && !body["logprobs"].is_null()) {
     r.logprobs = true;
     r.sampling.top_logprobs = static_cast<int>(detail::integer(body, "logprobs", 0, 20, 0));
+  }
+  r.echo = detail::boolean(body, "echo", false);
+  if (r.echo && chat)
+    throw detail::unsupported("echo",
+                              "'echo' is a /v1/completions field; a chat reply does not repeat "
+                              "the messages");
+  if (r.echo && r.logprobs)
+    throw detail::unsupported("echo",
+                              "'echo' with 'logprobs' would need the prompt's logprobs, which tf "
+                              "does not compute; ask for one or the other");
+  if (!chat) {
+    auto const best_of = detail::integer(body, "best_of", 1, 128, r.n);
+    if (best_of != r.n)
+      throw detail::unsupported("best_of",
+                                fmt::format("'best_of' {} must equal 'n' ({}): tf returns every "
+                                            "choice it samples and ranks none",
+                                            best_of, r.n));
   }
   r.sampling.logprobs = r.logprobs;  // nobody sees it otherwise
   r.draft = detail::boolean(body, "draft", false);

@@ -24,6 +24,8 @@ class served_model {
                                                 nlohmann::json const& template_kwargs) const = 0;
   /// The bytes of one generated token.
   virtual std::string piece(std::int32_t token) const = 0;
+  /// Token ids run 0..vocab_size()-1; 0 when unknown (ids are then not checked up front).
+  virtual std::size_t vocab_size() const { return 0; }
   virtual std::vector<std::int32_t> stop_tokens() const = 0;
   virtual std::string model_id() const = 0;
   virtual stream_submit submit(generation_request req) = 0;
@@ -55,6 +57,7 @@ class lane_served_model final : public served_model {
       return codec_.encode(codec_.render_chat(messages, template_kwargs));
   }
   std::string piece(std::int32_t token) const override { return codec_.piece(token); }
+  std::size_t vocab_size() const override { return static_cast<std::size_t>(model_->vocab_size()); }
   std::vector<std::int32_t> stop_tokens() const override { return codec_.stop_tokens(); }
   std::string model_id() const override { return codec_.model_id(); }
   stream_submit submit(generation_request req) override { return host_.submit(std::move(req)); }

@@ -1,0 +1,214 @@
+#pragma once
+/// One chat or text completion request in flight: its n choices (each its own stream), the text
+/// and logprobs they have produced, and the OpenAI JSON of the reply and its stream chunks.
+#include <tf/serve/openai_request.hpp>
+#include <tf/serve/served_model.hpp>
+#include <tf/serve/sha256.hpp>
+#include <tf/serve/text_assembler.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tf::serve {
+
+namespace detail {
+
+/// JSON text with invalid UTF-8 replaced, so any token bytes can be carried.
+inline std::string dump_json(nlohmann::json const& v) {
+  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+/// The string with invalid UTF-8 replaced by U+FFFD.
+inline std::string valid_utf8(std::string const& s) {
+  return nlohmann::json::parse(dump_json(nlohmann::json(s))).get<std::string>();
+}
+
+inline char const* reason_text(finish_reason r) {
+  return r == finish_reason::stop ? "stop" : r == finish_reason::length ? "length" : "cancelled";
+}
+
+}  // namespace detail
+
+/// One sampled choice: its stream and what it has produced so far.
+struct choice_state {
+  std::shared_ptr<request_stream> stream;
+  text_assembler text{{}};
+  std::vector<std::int32_t> tokens;
+  nlohmann::json logprobs = nlohmann::json::array();
+  std::int64_t seed = 0;
+  finish_reason reason = finish_reason::length;
+  std::string error;
+  bool done = false, sent_role = false, sent_echo = false, sent_final = false;
+};
+
+/// A request's choices and the reply's fixed fields.
+struct completion_job {
+  openai_request req;
+  std::shared_ptr<served_model> model;
+  std::string id, model_id;
+  std::int64_t created = 0;
+  std::size_t prompt_tokens = 0;
+  std::int64_t seed = 0;  // the request's (or the drawn) seed; choice i samples with seed + i
+  std::vector<choice_state> choices;
+
+  bool all_done() const {
+    for (auto const& c : choices)
+      if (!c.done) return false;
+    return true;
+  }
+  void cancel_all() {
+    for (auto& c : choices)
+      if (c.stream) c.stream->cancel();
+  }
+
+  /// Takes what choice `c`'s engine stream produced within `wait`: tokens, stop strings, the end.
+  void pull(choice_state& c, std::chrono::milliseconds wait) {
+    if (c.done) return;
+    auto ch = c.stream->next(wait);
+    for (auto& t : ch.tokens) {
+      if (c.text.stopped()) break;
+      c.tokens.push_back(t.token);
+      auto piece = model->piece(t.token);
+      if (req.logprobs) c.logprobs.push_back(logprob_entry(t, piece));
+      if (c.text.add(piece)) {
+        c.stream->cancel(finish_reason::stop);
+        c.reason = finish_reason::stop;
+        c.done = true;
+      }
+    }
+    if (ch.done && !c.done) {
+      c.done = true;
+      c.reason = ch.reason;
+      c.error = ch.error;
+    }
+  }
+
+  nlohmann::json logprob_entry(sample::sample_result const& t, std::string const& piece) const {
+    auto bytes = [](std::string const& s) {
+      auto a = nlohmann::json::array();
+      for (unsigned char ch : s) a.push_back(ch);
+      return a;
+    };
+    auto top = nlohmann::json::array();
+    for (auto const& alt : t.top) {
+      auto p = model->piece(alt.token);
+      top.push_back(
+          {{"token", detail::valid_utf8(p)}, {"logprob", alt.logprob}, {"bytes", bytes(p)}});
+    }
+    return {{"token", detail::valid_utf8(piece)},
+            {"logprob", t.logprob},
+            {"bytes", bytes(piece)},
+            {"top_logprobs", top}};
+  }
+
+  nlohmann::json usage() const {
+    std::size_t generated = 0;
+    for (auto const& c : choices) generated += c.tokens.size();
+    return {{"prompt_tokens", prompt_tokens},
+            {"completion_tokens", generated},
+            {"total_tokens", prompt_tokens + generated}};
+  }
+
+  /// tf's block for one choice: SHA-256 of its token ids, their count, and its seed.
+  static nlohmann::json choice_block(choice_state const& c) {
+    return {{"token_sha", token_sha(c.tokens)}, {"tokens", c.tokens.size()}, {"seed", c.seed}};
+  }
+  /// tf's block for the reply: the first choice's token_sha and count, the request's seed (a
+  /// request sent with it samples the same text), and with n > 1 every choice's block.
+  nlohmann::json tf_block() const {
+    auto out = choice_block(choices.front());
+    out["seed"] = seed;
+    if (choices.size() > 1) {
+      auto all = nlohmann::json::array();
+      for (std::size_t i = 0; i < choices.size(); ++i) {
+        auto b = choice_block(choices[i]);
+        b["index"] = i;
+        all.push_back(b);
+      }
+      out["choices"] = all;
+    }
+    return out;
+  }
+
+  nlohmann::json completion_logprobs(choice_state const& c) const {
+    auto toks = nlohmann::json::array(), lps = nlohmann::json::array(),
+         tops = nlohmann::json::array();
+    for (auto const& e : c.logprobs) {
+      toks.push_back(e["token"]);
+      lps.push_back(e["logprob"]);
+      auto m = nlohmann::json::object();
+      for (auto const& t : e["top_logprobs"]) m[t["token"].get<std::string>()] = t["logprob"];
+      tops.push_back(m);
+    }
+    return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}};
+  }
+
+  /// The whole (non-streamed) reply once every choice is done.
+  nlohmann::json reply() {
+    auto list = nlohmann::json::array();
+    for (std::size_t i = 0; i < choices.size(); ++i) {
+      auto& c = choices[i];
+      auto text = c.text.take(true);
+      nlohmann::json choice{{"index", i}, {"finish_reason", detail::reason_text(c.reason)}};
+      if (req.chat) {
+        choice["message"] = {{"role", "assistant"}, {"content", text}};
+        choice["logprobs"] =
+            req.logprobs ? nlohmann::json{{"content", c.logprobs}} : nlohmann::json();
+      } else {
+        choice["text"] = req.echo ? req.prompt + text : text;
+        choice["logprobs"] = req.logprobs ? completion_logprobs(c) : nlohmann::json();
+      }
+      list.push_back(choice);
+    }
+    return {{"id", id},           {"object", req.chat ? "chat.completion" : "text_completion"},
+            {"created", created}, {"model", model_id},
+            {"choices", list},    {"usage", usage()},
+            {"tf", tf_block()}};
+  }
+
+  /// A stream chunk around `choices`.
+  nlohmann::json chunk(nlohmann::json list) const {
+    return {{"id", id},
+            {"object", req.chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", created},
+            {"model", model_id},
+            {"choices", std::move(list)}};
+  }
+
+  /// A chunk carrying choice `i`'s new text (and its logprobs from `from`).
+  nlohmann::json text_chunk(std::size_t i, std::string const& text, std::size_t from) const {
+    auto const& c = choices[i];
+    nlohmann::json ch{{"index", i}, {"finish_reason", nullptr}};
+    if (req.chat) {
+      auto lp = nlohmann::json::array();
+      for (auto k = from; k < c.logprobs.size(); ++k) lp.push_back(c.logprobs[k]);
+      ch["delta"] = {{"content", text}};
+      ch["logprobs"] = req.logprobs ? nlohmann::json{{"content", lp}} : nlohmann::json();
+    } else {
+      ch["text"] = text;
+      ch["logprobs"] = nullptr;
+    }
+    return chunk({ch});
+  }
+
+  /// Choice `i`'s last chunk: its finish reason and its tf block.
+  nlohmann::json final_chunk(std::size_t i) const {
+    auto const& c = choices[i];
+    nlohmann::json ch{{"index", i}, {"finish_reason", detail::reason_text(c.reason)}};
+    if (req.chat)
+      ch["delta"] = nlohmann::json::object();
+    else
+      ch["text"] = "";
+    ch["logprobs"] = nullptr;
+    auto out = chunk({ch});
+    out["tf"] = choice_block(c);
+    return out;
+  }
+};
+
+}  // namespace tf::serve
