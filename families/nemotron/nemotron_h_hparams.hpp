@@ -62,7 +62,7 @@ using model::tensor_role;
 /// GGUF and HF names. HF names are the checkpoints' `backbone.` ones (transformers 5 loads them as
 /// `model.`; the binder accepts either). Experts: GGUF stacks them (ffn_*_exps); HF checkpoints
 /// keep one tensor per expert (second {} = expert), transformers 5 may save them stacked.
-inline constexpr std::array<model::tensor_name, 24> nemotron_h_tensors{{
+inline constexpr std::array<model::tensor_name, 26> nemotron_h_tensors{{
     {tensor_role::token_embd, "token_embd.weight", "backbone.embeddings.weight", false, false},
     {tensor_role::output_norm, "output_norm.weight", "backbone.norm_f.weight", false, false},
     {tensor_role::output, "output.weight", "lm_head.weight", false, true},
@@ -106,6 +106,10 @@ inline constexpr std::array<model::tensor_name, 24> nemotron_h_tensors{{
      "backbone.layers.{}.mixer.shared_experts.up_proj.weight", true, true},
     {tensor_role::ffn_down_shexp, "blk.{}.ffn_down_shexp.weight",
      "backbone.layers.{}.mixer.shared_experts.down_proj.weight", true, true},
+    {tensor_role::ffn_latent_down, "blk.{}.ffn_latent_down.weight",
+     "backbone.layers.{}.mixer.fc1_latent_proj.weight", true, true},
+    {tensor_role::ffn_latent_up, "blk.{}.ffn_latent_up.weight",
+     "backbone.layers.{}.mixer.fc2_latent_proj.weight", true, true},
 }};
 
 }  // namespace tf::families::nemotron

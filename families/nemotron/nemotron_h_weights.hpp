@@ -95,11 +95,7 @@ inline void check_hparams(nemotron_h_hparams const& hp) {
        hp.topk_group > hp.n_group ||
        hp.num_experts_per_tok > hp.topk_group * (hp.n_routed_experts / hp.n_group)))
     fail("experts, top-k or groups");
-  if (hp.moe_latent_size > 0)
-    throw error(
-        "tf: nemotron_h MoE with latent projections (moe_latent_size {}) is not supported "
-        "yet",
-        hp.moe_latent_size);
+  if (hp.moe_latent_size < 0) fail("latent size");
 }
 
 /// Binds the weights of `file` (anything with `find_tensor(name) -> const tensor_view*`) to `be`;
@@ -185,7 +181,13 @@ nemotron_h_weights<B> bind_weights(File const& file, nemotron_h_hparams const& h
           l.moe.shared =
               typename B::expert{typename B::matrix{}, b.mat(tensor_role::ffn_up_shexp, i, sff, h),
                                  b.mat(tensor_role::ffn_down_shexp, i, h, sff)};
-        l.moe.experts = bind_experts(b, i, hp.n_routed_experts, hp.moe_intermediate_size, h,
+        // With latent projections the experts read and write moe_latent_size values.
+        std::int64_t const width = hp.moe_latent_size > 0 ? hp.moe_latent_size : h;
+        if (hp.moe_latent_size > 0) {
+          l.moe.latent_down = b.mat(tensor_role::ffn_latent_down, i, width, h);
+          l.moe.latent_up = b.mat(tensor_role::ffn_latent_up, i, h, width);
+        }
+        l.moe.experts = bind_experts(b, i, hp.n_routed_experts, hp.moe_intermediate_size, width,
                                      &nemotron_h_fused_experts);
         break;
       }

@@ -59,6 +59,11 @@ fixture_case const moe{
     "tiny_h_moe",
     "nemotron_h_moe",
     {block_kind::mamba, block_kind::attention, block_kind::moe, block_kind::mamba}};
+// Nemotron 3 Super's shape: experts in a latent width between fc1 and fc2 projections.
+fixture_case const latent{
+    "tiny_h_latent",
+    "nemotron_h_moe",
+    {block_kind::mamba, block_kind::moe, block_kind::attention, block_kind::moe}};
 
 // The MoE layer's picks for each token of a prompt (sorted where `sorted`) as recorded.
 std::vector<std::vector<std::int32_t>> picks_of(tf::backend::cpu const& be, std::size_t tokens,
@@ -211,9 +216,20 @@ TEST_CASE("tiny Nemotron-H (dense and MoE), Q8_0 GGUF: within 0.25 until a flipp
   check_against_oracle(moe, tf::test::nemotron_fixture(moe.dir) + "/tiny-q8_0.gguf", 0.25f, false);
 }
 
+TEST_CASE("tiny Nemotron-H MoE with latent projections: within 2e-5 and greedy exact; Q8_0 top-1") {
+  auto const dir = tf::test::nemotron_fixture(latent.dir);
+  check_against_oracle(latent, dir, 2e-5f, true);
+  check_against_oracle(latent, dir + "/tiny-f32.gguf", 2e-5f, true);
+  auto file = model_file::open(dir + "/tiny-f32.gguf");
+  CHECK(load(file).hp.moe_latent_size == 32);
+  // Q8_0: held to top-1 agreement (no per-layer pick tracking here; a flipped pick moves logits).
+  check_against_oracle(latent, dir + "/tiny-q8_0.gguf", 1e9f, false);
+}
+
 TEST_CASE("a Nemotron-H prompt fed whole or in chunks of 64, 7 or 1 gives the same bits") {
   check_chunking(tf::test::nemotron_fixture(dense.dir) + "/tiny-q8_0.gguf");
   check_chunking(tf::test::nemotron_fixture(moe.dir));
+  check_chunking(tf::test::nemotron_fixture(latent.dir) + "/tiny-f32.gguf");
 }
 
 TEST_CASE("a Nemotron-H row gives the same bits alone or batched, whatever its slot and pages") {

@@ -46,11 +46,13 @@ enum class tensor_role : std::uint8_t {
   ssm_d,
   ssm_norm,
   ssm_out,
+  ffn_latent_down,
+  ffn_latent_up,
 };
 
 /// The canonical name of a role ("attn_q", ...), for messages and listings.
 constexpr std::string_view role_name(tensor_role r) {
-  constexpr std::array<std::string_view, 35> names{"token_embd",    "output_norm",
+  constexpr std::array<std::string_view, 37> names{"token_embd",    "output_norm",
                                                    "output",        "attn_norm",
                                                    "attn_q",        "attn_k",
                                                    "attn_v",        "attn_q_bias",
@@ -67,7 +69,8 @@ constexpr std::string_view role_name(tensor_role r) {
                                                    "ssm_conv1d",    "ssm_conv1d_bias",
                                                    "ssm_dt_bias",   "ssm_a",
                                                    "ssm_d",         "ssm_norm",
-                                                   "ssm_out"};
+                                                   "ssm_out",       "ffn_latent_down",
+                                                   "ffn_latent_up"};
   auto i = static_cast<std::size_t>(r);
   return i < names.size() ? names[i] : std::string_view("unknown");
 }
