@@ -5,16 +5,20 @@
 #include <families/glm/glm4_moe.hpp>
 #include <families/nemotron/nemotron_h.hpp>
 #include <families/qwen/qwen3.hpp>
+#include <families/qwen/qwen35.hpp>
+#include <families/qwen/qwen35_moe.hpp>
 #include <families/qwen/qwen3_moe.hpp>
 #include <tf/registry.hpp>
 
 namespace tf::families {
 
-using builtin = registry<gemma::gemma3,    //
-                         qwen::qwen3,      //
-                         qwen::qwen3_moe,  //
-                         glm::glm4,        //
-                         glm::glm4_moe,    //
+using builtin = registry<gemma::gemma3,     //
+                         qwen::qwen3,       //
+                         qwen::qwen3_moe,   //
+                         qwen::qwen35,      //
+                         qwen::qwen35_moe,  //
+                         glm::glm4,         //
+                         glm::glm4_moe,     //
                          nemotron::nemotron_h>;
 
 /// Calls `f(hana::type_c<Family>)` for the built-in family answering `arch`.

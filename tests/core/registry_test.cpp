@@ -4,9 +4,12 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 
 namespace {
 template <class T>
@@ -27,8 +30,12 @@ TEST_CASE("every built-in architecture name dispatches to its family") {
   CHECK(family_of<builtin>("glm4_moe") == "glm4_moe");
   CHECK(family_of<builtin>("nemotron_h") == "nemotron_h");
   CHECK(family_of<builtin>("nemotron_h_moe") == "nemotron_h");
+  CHECK(family_of<builtin>("qwen35") == "qwen35");
+  CHECK(family_of<builtin>("qwen3_5_text") == "qwen35");
+  CHECK(family_of<builtin>("qwen35moe") == "qwen35_moe");
+  CHECK(family_of<builtin>("qwen3_5_moe") == "qwen35_moe");
   auto names = builtin::architectures();
-  CHECK(names.size() == 10);
+  CHECK(names.size() == 16);
   for (auto const& n : names) CHECK(builtin::knows(n));
 }
 
@@ -53,35 +60,56 @@ TEST_CASE("families bind exactly one pool trait") {
   STATIC_REQUIRE(std::is_same_v<tf::pool_of<nemotron::nemotron_h>, tf::kv::hybrid_pool>);
 }
 
+namespace {
+// A family with traits but no `model`: recognised, refused at run time.
+struct forwardless {
+  static constexpr std::string_view name = "forwardless";
+  static constexpr std::array<std::string_view, 1> arch_names{"tf-forwardless"};
+  using kv_pool = tf::kvPool<tf::kv::paged_pool>;
+  static constexpr bool per_request_admission = true;
+  struct hparams {};
+};
+
+// A GGUF at `path` with no tensors and one metadata entry: general.architecture = `arch`.
+void write_empty_gguf(std::filesystem::path const& path, std::string const& arch) {
+  std::ofstream f(path, std::ios::binary);
+  auto u32 = [&](std::uint32_t v) { f.write(reinterpret_cast<char const*>(&v), 4); };
+  auto u64 = [&](std::uint64_t v) { f.write(reinterpret_cast<char const*>(&v), 8); };
+  auto str = [&](std::string const& s) {
+    u64(s.size());
+    f.write(s.data(), static_cast<std::streamsize>(s.size()));
+  };
+  f.write("GGUF", 4);
+  u32(3);  // version
+  u64(0);  // tensors
+  u64(1);  // metadata entries
+  str("general.architecture");
+  u32(8);  // string
+  str(arch);
+}
+}  // namespace
+
 TEST_CASE("a family without a forward says so at run time") {
   using namespace tf::families;
+  using with_forwardless = builtin::with<forwardless>;
   // Whether a family runs on a backend is derived from its traits' `model` member.
-  STATIC_REQUIRE_FALSE(tf::has_forward<nemotron::nemotron_h, tf::backend::cpu>);
+  STATIC_REQUIRE_FALSE(tf::has_forward<forwardless, tf::backend::cpu>);
+  STATIC_REQUIRE(tf::has_forward<nemotron::nemotron_h, tf::backend::cpu>);
   STATIC_REQUIRE(tf::has_forward<gemma::gemma3, tf::backend::cpu>);
   STATIC_REQUIRE(tf::has_forward<glm::glm4_moe, tf::backend::cpu>);
-  CHECK_THROWS_WITH((tf::require_forward<nemotron::nemotron_h, tf::backend::cpu>()),
-                    Catch::Contains("'nemotron_h' family is recognised"));
+  CHECK_THROWS_WITH((tf::require_forward<forwardless, tf::backend::cpu>()),
+                    Catch::Contains("'forwardless' family is recognised"));
   CHECK_NOTHROW(tf::require_forward<qwen::qwen3, tf::backend::cpu>());
+  CHECK_NOTHROW(tf::require_forward<nemotron::nemotron_h, tf::backend::cpu>());
   // tf::open of a file with that architecture refuses it with the same message.
-  auto const path = std::filesystem::temp_directory_path() / "tf_registry_nemotron_h.gguf";
-  {
-    std::ofstream f(path, std::ios::binary);
-    auto u32 = [&](std::uint32_t v) { f.write(reinterpret_cast<char const*>(&v), 4); };
-    auto u64 = [&](std::uint64_t v) { f.write(reinterpret_cast<char const*>(&v), 8); };
-    auto str = [&](std::string const& s) {
-      u64(s.size());
-      f.write(s.data(), static_cast<std::streamsize>(s.size()));
-    };
-    f.write("GGUF", 4);
-    u32(3);  // version
-    u64(0);  // tensors
-    u64(1);  // metadata entries
-    str("general.architecture");
-    u32(8);  // string
-    str("nemotron_h");
-  }
-  CHECK_THROWS_WITH(tf::open(path), Catch::Contains("'nemotron_h' family is recognised but has no "
-                                                    "forward pass on the cpu backend"));
+  auto const path = std::filesystem::temp_directory_path() / "tf_registry_forwardless.gguf";
+  write_empty_gguf(path, "tf-forwardless");
+  CHECK_THROWS_WITH(tf::open<with_forwardless>(path),
+                    Catch::Contains("'forwardless' family is recognised but has no forward pass "
+                                    "on the cpu backend"));
+  // A family with a forward gets as far as reading the file's hyper-parameters.
+  write_empty_gguf(path, "nemotron_h");
+  CHECK_THROWS_WITH(tf::open(path), Catch::Contains("nemotron_h GGUF lacks the metadata key"));
   std::filesystem::remove(path);
 }
 
