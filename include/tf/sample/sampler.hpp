@@ -1,15 +1,18 @@
 #pragma once
 /// Token sampling: greedy, temperature, top-k, top-p, min-p, repetition/presence/frequency
 /// penalties and a per-request logit bias, with a per-request seeded PRNG; returns the token, its
-/// logprob and top logprobs.
+/// logprob and top logprobs; a request's grammar (response_format) masks its own row.
 #include <kernels/cpu/vec_math.hpp>
 #include <tf/error.hpp>
+#include <tf/grammar/token_mask.hpp>
 #include <tf/sample/rng.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -39,6 +42,9 @@ struct sampling_params {
   // Added to the logits before the penalties' and temperature's turn, on this request's own row
   // only, so other streams in the batch never see it.
   std::vector<token_bias> logit_bias = {};
+  // A grammar the tokens must follow (response_format): applied after the bias, on this
+  // request's own row; end-of-generation tokens are allowed only where the grammar can end.
+  std::shared_ptr<grammar::constraint const> constraint = {};
 };
 
 /// One token and its log-probability under the model's distribution.
@@ -81,12 +87,16 @@ inline void validate(sampling_params const& p) {
 /// whatever other requests do.
 class sampler {
  public:
-  explicit sampler(sampling_params p) : params_(p), rng_(p.seed) { validate(params_); }
+  explicit sampler(sampling_params p) : params_(p), rng_(p.seed) {
+    validate(params_);
+    if (params_.constraint) grammar_.emplace(params_.constraint);
+  }
 
   sampling_params const& params() const { return params_; }
 
   /// Picks the next token from `logits` [vocab]; `history` holds the tokens the penalties count.
-  /// The order is: penalties, logit bias, temperature, top-k, top-p, min-p, then one draw.
+  /// The order is: penalties, logit bias, grammar mask, temperature, top-k, top-p, min-p, then one
+  /// draw.
   /// Logprobs are the model's own (before penalties and bias), as OpenAI-style APIs report them.
   sample_result sample(std::span<float const> logits, std::span<std::int32_t const> history = {}) {
     auto const n = logits.size();
@@ -96,8 +106,8 @@ class sampler {
     sample_result out;
     bool const want_logprob = params_.logprobs || params_.top_logprobs > 0;
     // Greedy and nothing to adjust: the logits as they are, without a copy.
-    bool const as_is =
-        params_.temperature == 0.0f && !penalised(history) && params_.logit_bias.empty();
+    bool const as_is = params_.temperature == 0.0f && !penalised(history) &&
+                       params_.logit_bias.empty() && !grammar_;
     float const mx = want_logprob || as_is ? finite_max(logits) : 0.0f;
     if (want_logprob) model_logprobs(logits, mx, out);
 
@@ -107,10 +117,12 @@ class sampler {
       work_.assign(logits.begin(), logits.end());
       apply_penalties(history, n);
       apply_bias(n);
+      if (grammar_) grammar_->mask(work_);
       out.token = params_.temperature == 0.0f ? argmax(work_) : draw();
     }
     out.logprob = want_logprob ? static_cast<float>(static_cast<double>(logits[out.token]) - lse_)
                                : std::numeric_limits<float>::quiet_NaN();
+    if (grammar_) grammar_->accept(out.token);
     return out;
   }
 
@@ -256,6 +268,7 @@ class sampler {
 
   sampling_params params_;
   rng rng_;
+  std::optional<grammar::constraint_state> grammar_;
   double lse_ = 0.0;
   std::vector<float> work_;
   std::vector<double> probs_;

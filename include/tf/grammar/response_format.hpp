@@ -1,0 +1,137 @@
+#pragma once
+/// OpenAI's response_format -> a grammar ({"type": "text"}: none), and the binding of a grammar to
+/// a served model's vocabulary, with the token trie cached per model and the bound constraint
+/// (and so its mask cache) per schema.
+#include <tf/grammar/json_schema.hpp>
+#include <tf/grammar/token_mask.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tf::grammar {
+
+/// A parsed response_format: its type, and for json_object / json_schema the grammar and a key
+/// naming it (the canonical schema text).
+struct response_format {
+  std::string type = "text";
+  std::string key;
+  std::shared_ptr<grammar const> rules;
+};
+
+/// Parses `f` (the request's response_format value); throws schema_error naming the field or
+/// keyword it refuses.
+inline response_format parse_response_format(nlohmann::json const& f) {
+  response_format r;
+  if (f.is_null()) return r;
+  if (!f.is_object() || !f.contains("type") || !f["type"].is_string())
+    throw schema_error("response_format",
+                       "'response_format' must be an object with a string 'type': \"text\", "
+                       "\"json_object\" or \"json_schema\"");
+  r.type = f["type"].get<std::string>();
+  if (r.type == "text") return r;
+  if (r.type == "json_object") {
+    r.key = "json_object";
+    r.rules = json_object_grammar();
+    return r;
+  }
+  if (r.type != "json_schema")
+    throw schema_error("response_format.type",
+                       fmt::format("'response_format' type '{}' is not one of text, json_object, "
+                                   "json_schema",
+                                   r.type));
+  if (!f.contains("json_schema") || !f["json_schema"].is_object())
+    throw schema_error("response_format.json_schema",
+                       "'response_format' of type json_schema needs a 'json_schema' object");
+  auto const& js = f["json_schema"];
+  if (js.contains("strict") && !js["strict"].is_boolean() && !js["strict"].is_null())
+    throw schema_error("response_format.json_schema.strict", "'strict' must be a boolean");
+  if (!js.contains("schema"))  // OpenAI: no schema means any JSON object
+    throw schema_error("response_format.json_schema.schema",
+                       "'json_schema' needs a 'schema' (use type json_object for any object)");
+  auto const& schema = js["schema"];
+  r.key = "json_schema:" + schema.dump();
+  r.rules = compile_json_schema(schema);
+  return r;
+}
+
+namespace detail {
+
+struct binding_cache {
+  std::mutex mutex;
+  std::vector<std::pair<std::weak_ptr<void const>, std::shared_ptr<token_table const>>> tables;
+  std::deque<std::pair<std::string, std::shared_ptr<constraint const>>> bound;  // newest first
+};
+inline binding_cache& cache() {
+  static binding_cache c;
+  return c;
+}
+
+}  // namespace detail
+
+/// The token trie of `owner`'s vocabulary (`piece(t)` the bytes of token t, 0 <= t < vocab),
+/// built once per owner while it lives.
+template <class Owner, class Piece>
+std::shared_ptr<token_table const> table_for(std::shared_ptr<Owner> const& owner, std::size_t vocab,
+                                             Piece piece) {
+  auto& c = detail::cache();
+  std::weak_ptr<void const> const w = owner;
+  {
+    std::lock_guard lock(c.mutex);
+    std::erase_if(c.tables, [](auto const& e) { return e.first.expired(); });
+    for (auto const& [k, t] : c.tables)
+      if (!k.owner_before(w) && !w.owner_before(k)) return t;
+  }
+  std::vector<std::string> bytes(vocab);
+  for (std::size_t t = 0; t < vocab; ++t) bytes[t] = piece(static_cast<std::int32_t>(t));
+  auto table = std::make_shared<token_table const>(std::move(bytes));
+  std::lock_guard lock(c.mutex);
+  c.tables.emplace_back(w, table);
+  return table;
+}
+
+/// `f`'s grammar bound to `table` and `eos`, reused (with its masks) for the same schema.
+inline std::shared_ptr<constraint const> bind_grammar(
+    response_format const& f, std::shared_ptr<token_table const> const& table,
+    std::vector<std::int32_t> const& eos) {
+  if (!f.rules) return nullptr;
+  auto& c = detail::cache();
+  auto key = fmt::format("{}|", static_cast<void const*>(table.get()));
+  for (auto t : eos) key += fmt::format("{},", t);
+  key += "|" + f.key;
+  std::lock_guard lock(c.mutex);
+  for (auto it = c.bound.begin(); it != c.bound.end(); ++it)
+    if (it->first == key) {
+      auto hit = *it;
+      c.bound.erase(it);
+      c.bound.push_front(hit);
+      return hit.second;
+    }
+  auto con = std::make_shared<constraint const>(f.rules, table, eos);
+  c.bound.emplace_front(std::move(key), con);
+  if (c.bound.size() > 16) c.bound.pop_back();
+  return con;
+}
+
+/// `f` bound to a served model (vocab_size(), piece(t), stop_tokens()); null for text. Tokens
+/// the codec cannot name (ids past the tokenizer's vocabulary) are never allowed.
+template <class Model>
+std::shared_ptr<constraint const> bind_to_model(response_format const& f,
+                                                std::shared_ptr<Model> const& model) {
+  if (!f.rules) return nullptr;
+  auto table = table_for(model, model->vocab_size(), [&](std::int32_t t) -> std::string {
+    try {
+      return model->piece(t);
+    } catch (std::exception const&) {
+      return {};
+    }
+  });
+  return bind_grammar(f, table, model->stop_tokens());
+}
+
+}  // namespace tf::grammar
