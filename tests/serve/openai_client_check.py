@@ -194,14 +194,77 @@ def check_api(base):
         client.chat.completions.create(
             model=model, max_tokens=4, messages=[{"role": "user", "content": "hi"}],
             tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}],
+            tool_choice="required",
         )
-        fail("a request with tools was answered")
+        fail("a request with tool_choice required was answered")
     except openai.BadRequestError as e:
         body = e.body if isinstance(e.body, dict) else {}
         err = body.get("error", body)
-        if err.get("param") != "tools":
-            fail(f"the 400 for tools names {err.get('param')!r}: {e.body}")
-    print("seed", seed, "repeats; n=2, logit_bias, echo, tools refused")
+        if err.get("param") != "tool_choice":
+            fail(f"the 400 for tool_choice names {err.get('param')!r}: {e.body}")
+    print("seed", seed, "repeats; n=2, logit_bias, echo, tool_choice required refused")
+    print("ok")
+
+
+def check_tools(base):
+    """A toy_serve whose model replies from --script (tests/serve/tool_calls_live_test.cpp):
+    tool_calls and reasoning_content parsed by the openai client, whole and streamed, and the
+    tool result sent back."""
+    client = openai.OpenAI(base_url=base + "/v1", api_key="none")
+    model = client.models.list().data[0].id
+    tools = [{"type": "function", "function": {
+        "name": "get_weather", "description": "Weather for a city.",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}}]
+    messages = [{"role": "user", "content": "Weather in Paris for 3 days?"}]
+    r = client.chat.completions.create(model=model, messages=messages, tools=tools, max_tokens=400)
+    choice = r.choices[0]
+    if choice.finish_reason != "tool_calls":
+        fail(f"finish_reason {choice.finish_reason!r}")
+    calls = choice.message.tool_calls or []
+    if len(calls) != 1 or calls[0].function.name != "get_weather":
+        fail(f"tool_calls {calls!r}")
+    if json.loads(calls[0].function.arguments) != {"city": "Paris", "days": 3}:
+        fail(f"arguments {calls[0].function.arguments!r}")
+    reasoning = getattr(choice.message, "reasoning_content", None)
+    if reasoning != "The user wants weather.":
+        fail(f"reasoning_content {reasoning!r}")
+    if choice.message.content:
+        fail(f"content {choice.message.content!r} beside the call")
+
+    stream = client.chat.completions.create(model=model, messages=messages, tools=tools,
+                                            max_tokens=400, stream=True)
+    s_reasoning, s_content, s_calls, s_finish = "", "", {}, None
+    for ch in stream:
+        if not ch.choices:
+            continue
+        d = ch.choices[0].delta
+        s_reasoning += getattr(d, "reasoning_content", None) or ""
+        s_content += d.content or ""
+        for tc in d.tool_calls or []:
+            e = s_calls.setdefault(tc.index, {"id": None, "name": "", "arguments": ""})
+            e["id"] = tc.id or e["id"]
+            if tc.function:
+                e["name"] += tc.function.name or ""
+                e["arguments"] += tc.function.arguments or ""
+        s_finish = ch.choices[0].finish_reason or s_finish
+    if s_reasoning != reasoning or s_content or s_finish != "tool_calls":
+        fail(f"streamed: {s_reasoning!r} {s_content!r} {s_finish!r}")
+    if len(s_calls) != 1 or s_calls[0]["name"] != "get_weather" or not s_calls[0]["id"]:
+        fail(f"streamed tool_calls {s_calls!r}")
+    if json.loads(s_calls[0]["arguments"]) != {"city": "Paris", "days": 3}:
+        fail(f"streamed arguments {s_calls[0]['arguments']!r}")
+
+    messages.append(choice.message.model_dump(exclude_none=True))
+    messages.append({"role": "tool", "tool_call_id": calls[0].id,
+                     "content": json.dumps({"temp": 21, "sky": "sunny"})})
+    final = client.chat.completions.create(model=model, messages=messages, tools=tools,
+                                           max_tokens=400)
+    if final.choices[0].message.content != "It is 21 C and sunny in Paris.":
+        fail(f"final answer {final.choices[0].message.content!r}")
+    if final.choices[0].finish_reason != "stop" or final.choices[0].message.tool_calls:
+        fail(f"final {final.choices[0]!r}")
+    print("tool call round trip, reasoning split, streamed and not")
     print("ok")
 
 
@@ -212,6 +275,8 @@ def main():
         check_client(base)
     elif mode == "api":
         check_api(base)
+    elif mode == "tools":
+        check_tools(base)
     elif mode == "concurrent":
         check_concurrent(base, int(sys.argv[3]), int(sys.argv[4]))
     else:

@@ -5,6 +5,7 @@
 #include <tf/error.hpp>
 #include <tf/family.hpp>
 #include <tf/kv/paged_pool.hpp>
+#include <tf/tokenizer/chat_template.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -114,8 +115,11 @@ class toy_model {
   std::uint64_t calls_ = 0;
 };
 
-/// Text <-> tokens for the toy model: one token per byte, a plain chat rendering.
+/// Text <-> tokens for the toy model: one token per byte, a plain chat rendering (or, when
+/// `template_src` is set, that chat template's).
 struct toy_codec {
+  std::string template_src;
+  std::string const& chat_template() const { return template_src; }
   std::vector<std::int32_t> encode(std::string_view text) const {
     std::vector<std::int32_t> out{toy_vocab::bos};
     for (unsigned char c : text) out.push_back(c);
@@ -127,10 +131,24 @@ struct toy_codec {
   /// One "role: content" line per message; template kwargs, when given, as a first line.
   std::string render_chat(nlohmann::json const& messages,
                           nlohmann::json const& kwargs = nlohmann::json::object()) const {
+    if (!template_src.empty()) {
+      auto opts = kwargs;
+      opts["add_generation_prompt"] = true;
+      return tf::tokenizer::render_chat(template_src, messages, opts);
+    }
     std::string s = kwargs.empty() ? std::string() : "kwargs: " + kwargs.dump() + "\n";
     for (auto const& m : messages)
       s += m.at("role").get<std::string>() + ": " + m.at("content").get<std::string>() + "\n";
     return s + "assistant: ";
+  }
+  /// Chat ids with the documents' key order kept (through the template when there is one).
+  std::vector<std::int32_t> encode_chat(nlohmann::ordered_json const& messages,
+                                        nlohmann::ordered_json const& kwargs) const {
+    if (template_src.empty())
+      return encode(render_chat(nlohmann::json(messages), nlohmann::json(kwargs)));
+    auto opts = kwargs;
+    opts["add_generation_prompt"] = true;
+    return encode(tf::tokenizer::render_chat<nlohmann::ordered_json>(template_src, messages, opts));
   }
   std::vector<std::int32_t> stop_tokens() const { return {toy_vocab::eos}; }
   std::string model_id() const { return "tf-toy"; }

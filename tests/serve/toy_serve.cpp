@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "hybrid_toy.hpp"
+#include "scripted_model.hpp"
 #include "toy_model.hpp"
 
 namespace {
@@ -66,7 +67,8 @@ int main(int argc, char** argv) {
     for (auto const& [flag, value] : args)
       if (flag != "--parallel" && flag != "--context" && flag != "--max-queue" &&
           flag != "--threads" && flag != "--port" && flag != "--reserve-gib" &&
-          flag != "--cap-gib" && flag != "--prompt-cache-gib")
+          flag != "--cap-gib" && flag != "--prompt-cache-gib" && flag != "--chat-template" &&
+          flag != "--script")
         throw tf::error("toy_serve: unknown flag {}", flag);
     std::size_t const context = number(args, "--context", 4096);
     std::size_t const max_queue = number(args, "--max-queue", 64);
@@ -118,16 +120,25 @@ int main(int argc, char** argv) {
     std::size_t const pages = static_cast<std::size_t>(
         b.kv_pages + (b.page_bytes == 0 ? 0 : b.prompt_cache_budget_bytes / b.page_bytes));
     host_config const cfg{parallel, context, max_queue, page_tokens};
+    // --chat-template FILE renders chats with that template (bytes as tokens); --script FILE
+    // (JSON [{"when", "reply"}]) makes every reply a scripted one (tests/serve/scripted_model.hpp).
+    toy_codec codec;
+    if (auto it = args.find("--chat-template"); it != args.end())
+      codec.template_src = tf::serve::test::read_file_text(it->second);
     std::shared_ptr<served_model> model;
     if (hybrid) {
       // A lane's snapshot slot and its stream's slot, plus one a lane for kept prompt states.
       std::size_t const slots = 3 * parallel;
       model = std::make_shared<lane_served_model<hybrid_toy_model, hybrid_toy_family, toy_codec>>(
-          std::make_unique<hybrid_toy_model>(pages, page_tokens, slots), toy_codec{}, cfg);
+          std::make_unique<hybrid_toy_model>(pages, page_tokens, slots), codec, cfg);
     } else {
       model = std::make_shared<lane_served_model<toy_model, toy_family, toy_codec>>(
-          std::make_unique<toy_model>(pages, page_tokens), toy_codec{}, cfg);
+          std::make_unique<toy_model>(pages, page_tokens), codec, cfg);
     }
+    if (auto it = args.find("--script"); it != args.end())
+      model = std::make_shared<tf::serve::test::scripted_model>(
+          model, tf::serve::test::scripts_from_json(
+                     nlohmann::json::parse(tf::serve::test::read_file_text(it->second))));
     server.set_model(model);
     server.set_progress(1.0);
     fmt::print(stderr, "tf: {} toy model: {} streams at once at a {}-token window; {} KV pages\n",

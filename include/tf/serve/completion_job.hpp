@@ -5,12 +5,14 @@
 #include <tf/serve/served_model.hpp>
 #include <tf/serve/sha256.hpp>
 #include <tf/serve/text_assembler.hpp>
+#include <tf/serve/tool_calls_stream.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -32,12 +34,24 @@ inline char const* reason_text(finish_reason r) {
   return r == finish_reason::stop ? "stop" : r == finish_reason::length ? "length" : "cancelled";
 }
 
+/// A fresh tool call id: "call_" and 24 random letters and digits.
+inline std::string tool_call_id() {
+  static thread_local std::mt19937_64 gen{std::random_device{}()};
+  static constexpr char abc[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::string id = "call_";
+  for (int k = 0; k < 24; ++k) id += abc[gen() % (sizeof(abc) - 1)];
+  return id;
+}
+
 }  // namespace detail
 
 /// One sampled choice: its stream and what it has produced so far.
 struct choice_state {
   std::shared_ptr<request_stream> stream;
   text_assembler text{{}};
+  reply_parser parser;  // chat: reasoning and tool calls out of the text
+  std::string reasoning, content;
+  nlohmann::json tool_calls = nlohmann::json::array();  // OpenAI tool_call objects so far
   std::vector<std::int32_t> tokens;
   nlohmann::json logprobs = nlohmann::json::array();
   std::int64_t seed = 0;
@@ -55,6 +69,33 @@ struct completion_job {
   std::size_t prompt_tokens = 0;
   std::int64_t seed = 0;  // the request's (or the drawn) seed; choice i samples with seed + i
   std::vector<choice_state> choices;
+
+  /// Feeds choice `c`'s next text through its parser; returns what it produced, each new call
+  /// as an OpenAI tool_call object (kept in c.tool_calls too).
+  struct chat_piece {
+    std::string reasoning, content;
+    nlohmann::json calls = nlohmann::json::array();
+    bool empty() const { return reasoning.empty() && content.empty() && calls.empty(); }
+  };
+  static chat_piece parse(choice_state& c, std::string const& text, bool final) {
+    auto p = c.parser.feed(text, final);
+    chat_piece out{std::move(p.reasoning), std::move(p.content)};
+    for (auto& call : p.calls) {
+      nlohmann::json tc{{"id", detail::tool_call_id()},
+                        {"type", "function"},
+                        {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+      c.tool_calls.push_back(tc);
+      out.calls.push_back(std::move(tc));
+    }
+    c.reasoning += out.reasoning;
+    c.content += out.content;
+    return out;
+  }
+  /// The finish reason as sent: "tool_calls" when a chat choice that stopped made calls.
+  static char const* finish_text(choice_state const& c) {
+    if (c.reason == finish_reason::stop && !c.tool_calls.empty()) return "tool_calls";
+    return detail::reason_text(c.reason);
+  }
 
   bool all_done() const {
     for (auto const& c : choices)
@@ -154,15 +195,22 @@ struct completion_job {
     for (std::size_t i = 0; i < choices.size(); ++i) {
       auto& c = choices[i];
       auto text = c.text.take(true);
-      nlohmann::json choice{{"index", i}, {"finish_reason", detail::reason_text(c.reason)}};
+      nlohmann::json choice{{"index", i}};
       if (req.chat) {
-        choice["message"] = {{"role", "assistant"}, {"content", text}};
+        parse(c, text, true);
+        nlohmann::json msg{{"role", "assistant"}};
+        bool const calls = !c.tool_calls.empty();
+        msg["content"] = calls && c.content.empty() ? nlohmann::json() : nlohmann::json(c.content);
+        if (!c.reasoning.empty()) msg["reasoning_content"] = c.reasoning;
+        if (calls) msg["tool_calls"] = c.tool_calls;
+        choice["message"] = std::move(msg);
         choice["logprobs"] =
             req.logprobs ? nlohmann::json{{"content", c.logprobs}} : nlohmann::json();
       } else {
         choice["text"] = req.echo ? req.prompt + text : text;
         choice["logprobs"] = req.logprobs ? completion_logprobs(c) : nlohmann::json();
       }
+      choice["finish_reason"] = finish_text(c);
       list.push_back(choice);
     }
     return {{"id", id},           {"object", req.chat ? "chat.completion" : "text_completion"},
@@ -196,10 +244,45 @@ struct completion_job {
     return chunk({ch});
   }
 
+  /// Chat chunks for choice `i`'s parsed piece: reasoning and content (with the logprobs from
+  /// `from`) in one, then each tool call's id and name, then its arguments.
+  std::vector<nlohmann::json> chat_chunks(std::size_t i, chat_piece const& p,
+                                          std::size_t from) const {
+    auto const& c = choices[i];
+    std::vector<nlohmann::json> out;
+    if (!p.reasoning.empty() || !p.content.empty() || c.logprobs.size() > from) {
+      auto lp = nlohmann::json::array();
+      for (auto k = from; k < c.logprobs.size(); ++k) lp.push_back(c.logprobs[k]);
+      nlohmann::json delta = nlohmann::json::object();
+      if (!p.reasoning.empty()) delta["reasoning_content"] = p.reasoning;
+      if (!p.content.empty() || p.reasoning.empty()) delta["content"] = p.content;
+      out.push_back(
+          chunk({{{"index", i},
+                  {"delta", delta},
+                  {"logprobs", req.logprobs ? nlohmann::json{{"content", lp}} : nlohmann::json()},
+                  {"finish_reason", nullptr}}}));
+    }
+    auto k = c.tool_calls.size() - p.calls.size();
+    for (auto const& tc : p.calls) {
+      nlohmann::json head{{"index", k},
+                          {"id", tc["id"]},
+                          {"type", "function"},
+                          {"function", {{"name", tc["function"]["name"]}, {"arguments", ""}}}};
+      nlohmann::json args{{"index", k}, {"function", {{"arguments", tc["function"]["arguments"]}}}};
+      for (auto* d : {&head, &args})
+        out.push_back(chunk({{{"index", i},
+                              {"delta", {{"tool_calls", {*d}}}},
+                              {"logprobs", nullptr},
+                              {"finish_reason", nullptr}}}));
+      ++k;
+    }
+    return out;
+  }
+
   /// Choice `i`'s last chunk: its finish reason and its tf block.
   nlohmann::json final_chunk(std::size_t i) const {
     auto const& c = choices[i];
-    nlohmann::json ch{{"index", i}, {"finish_reason", detail::reason_text(c.reason)}};
+    nlohmann::json ch{{"index", i}, {"finish_reason", finish_text(c)}};
     if (req.chat)
       ch["delta"] = nlohmann::json::object();
     else

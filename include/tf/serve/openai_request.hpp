@@ -1,6 +1,7 @@
 #pragma once
 /// OpenAI request bodies -> one parsed request, with every type and range checked; bad input
 /// throws api_error carrying the HTTP status and the OpenAI error object's fields.
+#include <tf/grammar/response_format.hpp>
 #include <tf/sample/defaults.hpp>
 #include <tf/sample/sampler.hpp>
 
@@ -44,7 +45,10 @@ struct api_error : std::runtime_error {
 struct openai_request {
   bool chat = true;
   std::string model;
-  nlohmann::json messages;  // chat: [{role, content: string}]
+  // chat: [{role, content: string, ...every other field}] in the client's key order
+  nlohmann::ordered_json messages;
+  nlohmann::ordered_json tools;      // chat: the request's tools (null when none)
+  std::string tool_choice = "auto";  // "auto" or "none" (tools offered, replies not parsed)
   nlohmann::json chat_template_kwargs = nlohmann::json::object();  // chat: extra template variables
   std::string prompt;                                              // completions
   int max_tokens = -1;
@@ -54,10 +58,11 @@ struct openai_request {
   bool include_usage = false;
   bool logprobs = false;
   bool draft = false;
-  int n = 1;                         // choices to sample (each its own stream)
-  std::optional<std::int64_t> seed;  // absent: the server draws one
-  bool echo = false;                 // completions: the prompt text before the completion
-  bool ignore_eos = false;           // vLLM / llama-server: generate past end-of-generation
+  int n = 1;                                 // choices to sample (each its own stream)
+  std::optional<std::int64_t> seed;          // absent: the server draws one
+  bool echo = false;                         // completions: the prompt text before the completion
+  bool ignore_eos = false;                   // vLLM / llama-server: generate past end-of-generation
+  grammar::response_format response_format;  // json_object / json_schema: constrained decoding
 };
 
 namespace detail {
@@ -160,23 +165,13 @@ inline bool given(nlohmann::json const& body, char const* key) {
 /// OpenAI fields tf knows and cannot honour yet: a request that sets one is refused with a 400
 /// naming it rather than answered as if it had not been sent.
 inline void refuse_unsupported(nlohmann::json const& body, bool chat) {
-  if (given(body, "tools"))
-    throw unsupported("tools", "tf does not do tool calling yet: 'tools' is not supported");
   if (given(body, "functions"))
     throw unsupported("functions", "tf does not do function calling: 'functions' is not supported");
-  for (char const* key : {"tool_choice", "function_call"}) {
-    if (!given(body, key)) continue;
-    auto const& v = body[key];
+  if (given(body, "function_call")) {
+    auto const& v = body["function_call"];
     if (!(v.is_string() && (v == "none" || v == "auto")))
-      throw unsupported(
-          key, fmt::format("'{}' {} needs tool calling, which tf does not do yet", key, v.dump()));
-  }
-  if (given(body, "response_format")) {
-    auto const& f = body["response_format"];
-    if (!f.is_object() || !f.contains("type") || f["type"] != "text")
-      throw unsupported("response_format",
-                        "tf does not constrain output yet: only {\"type\": \"text\"} is "
-                        "supported for 'response_format'");
+      throw unsupported("function_call",
+                        "'function_call' is the deprecated 'functions' API; use 'tools'");
   }
   if (given(body, "modalities")) {
     auto const& m = body["modalities"];
@@ -191,6 +186,12 @@ inline void refuse_unsupported(nlohmann::json const& body, bool chat) {
 }
 
 }  // namespace detail
+
+}  // namespace tf::serve
+
+#include <tf/serve/tool_calls_request.hpp>
+
+namespace tf::serve {
 
 /// Parses and checks a request body; `chat` picks /v1/chat/completions over /v1/completions.
 /// Sampling fields the body leaves out take `defaults`; fields no API defines are ignored.
@@ -214,26 +215,10 @@ inline openai_request parse_openai_request(std::string const& text, bool chat,
     if (!body.contains("messages"))
       throw api_error(400, "'messages' is required", "invalid_request_error", "messages",
                       "missing_required_parameter");
-    auto const& ms = body["messages"];
-    if (!ms.is_array() || ms.empty()) throw detail::bad_param("messages", "a non-empty array");
-    r.messages = json::array();
-    for (std::size_t i = 0; i < ms.size(); ++i) {
-      auto const& m = ms[i];
-      if (!m.is_object()) throw detail::bad_param(fmt::format("messages[{}]", i), "an object");
-      if (!m.contains("role") || !m["role"].is_string())
-        throw detail::bad_param(fmt::format("messages[{}].role", i), "a string");
-      auto role = m["role"].get<std::string>();
-      if (role != "system" && role != "user" && role != "assistant" && role != "developer" &&
-          role != "tool")
-        throw api_error(400,
-                        fmt::format("messages[{}].role '{}' is not one of system, developer, "
-                                    "user, assistant, tool",
-                                    i, role),
-                        "invalid_request_error", fmt::format("messages[{}].role", i),
-                        "invalid_value");
-      r.messages.push_back(
-          {{"role", role}, {"content", detail::content_text(m.value("content", json()), i)}});
-    }
+    auto const ordered = nlohmann::ordered_json::parse(text);  // parsed above: valid
+    r.messages = detail::chat_messages(ordered["messages"]);
+    r.tools = detail::chat_tools(ordered);
+    r.tool_choice = detail::tool_choice(ordered);
     if (body.contains("chat_template_kwargs") && !body["chat_template_kwargs"].is_null()) {
       auto const& kw = body["chat_template_kwargs"];
       if (!kw.is_object())
@@ -289,6 +274,11 @@ inline openai_request parse_openai_request(std::string const& text, bool chat,
   r.n = static_cast<int>(detail::integer(body, "n", 1, 128, 1));
   r.sampling.logit_bias = detail::logit_bias(body);
   r.ignore_eos = detail::boolean(body, "ignore_eos", false);
+  try {
+    r.response_format = grammar::parse_response_format(body.value("response_format", json()));
+  } catch (grammar::schema_error const& e) {
+    throw api_error(400, e.what(), "invalid_request_error", "response_format", "invalid_value");
+  }
   detail::refuse_unsupported(body, chat);
   if (body.contains("stop") && !body["stop"].is_null()) {
     auto const& s = body["stop"];

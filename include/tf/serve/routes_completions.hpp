@@ -4,6 +4,7 @@
 #include <tf/serve/completion_job.hpp>
 #include <tf/serve/detail/client_socket.hpp>
 #include <tf/serve/server_state.hpp>
+#include <tf/serve/tool_calls_stream.hpp>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -103,8 +104,11 @@ class completion_routes {
     j->seed = rq.seed ? *rq.seed : detail::draw_seed();
     generation_request g;
     try {
-      g.prompt =
-          chat ? b->encode_chat(rq.messages, rq.chat_template_kwargs) : b->encode_text(rq.prompt);
+      if (chat) {
+        g.prompt = b->encode_chat_ordered(rq.messages, chat_template_options(rq));
+      } else {
+        g.prompt = b->encode_text(rq.prompt);
+      }
     } catch (error const& e) {
       // The chat template raised (e.g. roles that do not alternate): the request's fault.
       throw bad_request(*b, api_error(400, e.what(), "invalid_request_error",
@@ -113,11 +117,14 @@ class completion_routes {
     g.max_tokens = rq.max_tokens;
     g.sampling = rq.sampling;
     if (!rq.ignore_eos) g.stop_tokens = b->stop_tokens();
+    g.sampling.constraint = grammar::bind_to_model(rq.response_format, b);
     j->prompt_tokens = g.prompt.size();
+    auto const parser = chat ? reply_parser_for(*b, rq, g.prompt) : reply_parser();
     j->choices.resize(static_cast<std::size_t>(rq.n));
     for (std::size_t i = 0; i < j->choices.size(); ++i) {
       auto& c = j->choices[i];
       c.text = text_assembler(rq.stop);
+      c.parser = parser;
       c.seed = static_cast<std::int64_t>(static_cast<std::uint64_t>(j->seed) + i);
       auto gi = g;
       gi.sampling.seed = static_cast<std::uint64_t>(c.seed);
@@ -129,6 +136,25 @@ class completion_routes {
       c.stream = r.stream;
     }
     return j;
+  }
+
+  // The chat reply's parser: reasoning split when the template thinks (inside the thinking part
+  // from the start when the prompt opened it), tool calls in the template's format when the
+  // request offers tools and tool_choice is not "none".
+  static reply_parser reply_parser_for(served_model const& b, openai_request const& rq,
+                                       std::vector<std::int32_t> const& prompt) {
+    auto const tmpl = b.chat_template();
+    bool const think = tmpl.find("<think>") != std::string::npos;
+    bool opened = false;
+    if (think) {
+      std::string tail;
+      for (auto k = prompt.size() > 16 ? prompt.size() - 16 : 0; k < prompt.size(); ++k)
+        tail += b.piece(prompt[k]);
+      opened = prompt_opens_thinking(tail);
+    }
+    auto const format = !rq.tools.is_null() && rq.tool_choice != "none" ? detect_tool_format(tmpl)
+                                                                        : tool_format::none;
+    return reply_parser(think, opened, format, rq.tools);
   }
 
   // Waits for every choice, checking between waits that the client is still connected (a peek,
@@ -208,7 +234,13 @@ class completion_routes {
       j.pull(c, std::chrono::milliseconds(waited ? 0 : 250));
       waited = true;
       auto text = c.text.take(c.done);
-      if (!text.empty() || c.logprobs.size() > before) {
+      if (j.req.chat) {
+        auto const piece = completion_job::parse(c, text, c.done);
+        for (auto const& ev : j.chat_chunks(i, piece, before)) {
+          if (!send_event(sink, ev)) return cancel_write(j);
+          sent = true;
+        }
+      } else if (!text.empty() || c.logprobs.size() > before) {
         if (!send_event(sink, j.text_chunk(i, text, before))) return cancel_write(j);
         sent = true;
       }

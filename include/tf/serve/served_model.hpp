@@ -22,6 +22,14 @@ class served_model {
   /// `template_kwargs` (a JSON object) are extra chat-template variables, e.g. enable_thinking.
   virtual std::vector<std::int32_t> encode_chat(nlohmann::json const& messages,
                                                 nlohmann::json const& template_kwargs) const = 0;
+  /// encode_chat keeping the documents' key order (a tool's JSON schema renders as the client
+  /// wrote it); `options` carries the template kwargs and `tools`.
+  virtual std::vector<std::int32_t> encode_chat_ordered(
+      nlohmann::ordered_json const& messages, nlohmann::ordered_json const& options) const {
+    return encode_chat(nlohmann::json(messages), nlohmann::json(options));
+  }
+  /// The chat template's source ("" when unknown): which tool-call and reasoning formats apply.
+  virtual std::string chat_template() const { return {}; }
   /// The bytes of one generated token.
   virtual std::string piece(std::int32_t token) const = 0;
   /// Token ids run 0..vocab_size()-1; 0 when unknown (ids are then not checked up front).
@@ -55,6 +63,20 @@ class lane_served_model final : public served_model {
       return codec_.encode_chat(messages, template_kwargs);
     else
       return codec_.encode(codec_.render_chat(messages, template_kwargs));
+  }
+  std::vector<std::int32_t> encode_chat_ordered(
+      nlohmann::ordered_json const& messages,
+      nlohmann::ordered_json const& options) const override {
+    if constexpr (requires { codec_.encode_chat(messages, options); })
+      return codec_.encode_chat(messages, options);
+    else
+      return served_model::encode_chat_ordered(messages, options);
+  }
+  std::string chat_template() const override {
+    if constexpr (requires { codec_.chat_template(); })
+      return std::string(codec_.chat_template());
+    else
+      return {};
   }
   std::string piece(std::int32_t token) const override { return codec_.piece(token); }
   std::size_t vocab_size() const override { return static_cast<std::size_t>(model_->vocab_size()); }

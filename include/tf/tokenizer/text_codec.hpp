@@ -44,22 +44,24 @@ class text_codec {
   std::string decode(std::span<std::int32_t const> ids) const { return tok_.decode(ids); }
 
   /// The chat template's text for `messages`, with the generation prompt; `kwargs` (an object)
-  /// adds template variables and may override add_generation_prompt, bos_token and eos_token.
-  std::string render_chat(nlohmann::json const& messages,
-                          nlohmann::json const& kwargs = nlohmann::json::object()) const {
+  /// adds template variables (tools, enable_thinking, ...) and may override
+  /// add_generation_prompt, bos_token and eos_token. With nlohmann::ordered_json messages the
+  /// documents keep their key order (a tool's schema renders as the client wrote it, as in HF).
+  template <class Messages = nlohmann::json, class Kwargs = nlohmann::json>
+  std::string render_chat(Messages const& messages, Kwargs const& kwargs = Kwargs::object()) const {
     if (template_.empty())
       throw error("tf: {} has no tokenizer.chat_template: use a plain prompt", id_);
     if (!kwargs.is_object())
       throw error("tf: chat template kwargs must be a JSON object, got {}", kwargs.type_name());
-    nlohmann::json opts = {
+    Messages opts = {
         {"add_generation_prompt", true}, {"bos_token", bos_text_}, {"eos_token", eos_text_}};
-    for (auto const& [key, value] : kwargs.items()) opts[key] = value;
-    return tf::tokenizer::render_chat(template_, messages, opts);
+    for (auto it = kwargs.begin(); it != kwargs.end(); ++it) opts[it.key()] = Messages(*it);
+    return tf::tokenizer::render_chat<Messages>(template_, messages, opts);
   }
   /// The rendered chat as ids: control texts parsed, BOS added only if the template left it out.
-  std::vector<std::int32_t> encode_chat(
-      nlohmann::json const& messages,
-      nlohmann::json const& kwargs = nlohmann::json::object()) const {
+  template <class Messages = nlohmann::json, class Kwargs = nlohmann::json>
+  std::vector<std::int32_t> encode_chat(Messages const& messages,
+                                        Kwargs const& kwargs = Kwargs::object()) const {
     auto const text = render_chat(messages, kwargs);
     bool const has_bos = !bos_text_.empty() && text.starts_with(bos_text_);
     return tok_.encode(text, !has_bos, true);
