@@ -3,7 +3,9 @@
 set -euo pipefail
 
 apt_packages=(build-essential cmake git python3 python3-pip libboost-dev catch2
-              pkg-config libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev)
+              pkg-config libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
+              # the fuzz targets: clang with libFuzzer and the sanitizer runtimes
+              clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

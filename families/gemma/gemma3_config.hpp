@@ -2,6 +2,7 @@
 /// Gemma 3 hyper-parameters read from GGUF metadata or an HF config.json.
 #include <families/gemma/gemma3_hparams.hpp>
 #include <tf/error.hpp>
+#include <tf/model/config_int.hpp>
 
 #include <tf/model/model_file.hpp>
 
@@ -74,17 +75,17 @@ inline gemma3_hparams hparams_from_config(nlohmann::json const& c) {
   auto opt = [&](char const* k, double d) {
     return cfg.contains(k) && cfg.at(k).is_number() ? cfg.at(k).get<double>() : d;
   };
-  hp.vocab_size = need("vocab_size").get<int>();
-  hp.hidden_size = need("hidden_size").get<int>();
-  hp.intermediate_size = need("intermediate_size").get<int>();
-  hp.num_layers = need("num_hidden_layers").get<int>();
-  hp.num_heads = need("num_attention_heads").get<int>();
-  hp.num_kv_heads = static_cast<int>(opt("num_key_value_heads", hp.num_heads));
-  hp.head_dim = static_cast<int>(opt("head_dim", 256));
+  hp.vocab_size = model::config_int(need("vocab_size"), "vocab_size");
+  hp.hidden_size = model::config_int(need("hidden_size"), "hidden_size");
+  hp.intermediate_size = model::config_int(need("intermediate_size"), "intermediate_size");
+  hp.num_layers = model::config_int(need("num_hidden_layers"), "num_hidden_layers");
+  hp.num_heads = model::config_int(need("num_attention_heads"), "num_attention_heads");
+  hp.num_kv_heads = model::config_int(opt("num_key_value_heads", hp.num_heads));
+  hp.head_dim = model::config_int(opt("head_dim", 256));
   hp.query_pre_attn_scalar = static_cast<float>(opt("query_pre_attn_scalar", hp.head_dim));
   hp.rms_norm_eps = static_cast<float>(opt("rms_norm_eps", 1e-6));
-  hp.context_length = static_cast<int>(opt("max_position_embeddings", 32768));
-  hp.sliding_window = static_cast<int>(opt("sliding_window", 0));
+  hp.context_length = model::config_int(opt("max_position_embeddings", 32768));
+  hp.sliding_window = model::config_int(opt("sliding_window", 0));
   hp.final_logit_softcap = static_cast<float>(opt("final_logit_softcapping", 0.0));
   if (cfg.contains("layer_types") && cfg.at("layer_types").is_array()) {
     // tf's pattern is a period; check the listed layers follow one.
@@ -105,7 +106,7 @@ inline gemma3_hparams hparams_from_config(nlohmann::json const& c) {
     hp.sliding_window_pattern = period;
   } else {
     hp.sliding_window_pattern =
-        static_cast<int>(opt("sliding_window_pattern", opt("_sliding_window_pattern", 6)));
+        model::config_int(opt("sliding_window_pattern", opt("_sliding_window_pattern", 6)));
   }
   if (cfg.contains("rope_parameters") && cfg.at("rope_parameters").is_object()) {
     auto const& rp = cfg.at("rope_parameters");

@@ -2,6 +2,7 @@
 /// GLM-4 dense hyper-parameters read from GGUF metadata or an HF config.json.
 #include <families/glm/glm4_hparams.hpp>
 #include <tf/error.hpp>
+#include <tf/model/config_int.hpp>
 #include <tf/model/model_file.hpp>
 
 #include <nlohmann/json.hpp>
@@ -57,16 +58,16 @@ inline glm4_hparams hparams_from_config(nlohmann::json const& c) {
   auto opt = [&](nlohmann::json const& j, char const* k, double d) {
     return j.contains(k) && j.at(k).is_number() ? j.at(k).get<double>() : d;
   };
-  hp.vocab_size = need("vocab_size").get<int>();
-  hp.hidden_size = need("hidden_size").get<int>();
-  hp.intermediate_size = need("intermediate_size").get<int>();
-  hp.num_layers = need("num_hidden_layers").get<int>();
-  hp.num_heads = need("num_attention_heads").get<int>();
+  hp.vocab_size = model::config_int(need("vocab_size"), "vocab_size");
+  hp.hidden_size = model::config_int(need("hidden_size"), "hidden_size");
+  hp.intermediate_size = model::config_int(need("intermediate_size"), "intermediate_size");
+  hp.num_layers = model::config_int(need("num_hidden_layers"), "num_hidden_layers");
+  hp.num_heads = model::config_int(need("num_attention_heads"), "num_attention_heads");
   if (hp.num_heads <= 0) throw error("tf: glm4 config.json has {} attention heads", hp.num_heads);
-  hp.num_kv_heads = static_cast<int>(opt(cfg, "num_key_value_heads", hp.num_heads));
-  hp.head_dim = static_cast<int>(opt(cfg, "head_dim", hp.hidden_size / hp.num_heads));
+  hp.num_kv_heads = model::config_int(opt(cfg, "num_key_value_heads", hp.num_heads));
+  hp.head_dim = model::config_int(opt(cfg, "head_dim", hp.hidden_size / hp.num_heads));
   hp.rms_norm_eps = static_cast<float>(opt(cfg, "rms_norm_eps", 1.5625e-7));
-  hp.context_length = static_cast<int>(opt(cfg, "max_position_embeddings", 131072));
+  hp.context_length = model::config_int(opt(cfg, "max_position_embeddings", 131072));
   hp.attention_bias = !cfg.contains("attention_bias") || cfg.at("attention_bias").get<bool>();
   double theta = opt(cfg, "rope_theta", 1e4);
   double factor = opt(cfg, "partial_rotary_factor", 0.5);

@@ -2,6 +2,7 @@
 /// GLM-4.5 MoE hyper-parameters read from GGUF metadata or an HF config.json.
 #include <families/glm/glm4_moe_hparams.hpp>
 #include <tf/error.hpp>
+#include <tf/model/config_int.hpp>
 #include <tf/model/model_file.hpp>
 
 #include <nlohmann/json.hpp>
@@ -77,26 +78,27 @@ inline glm4_moe_hparams moe_hparams_from_config(nlohmann::json const& c) {
   auto flag = [&](char const* k, bool d) {
     return cfg.contains(k) && cfg.at(k).is_boolean() ? cfg.at(k).get<bool>() : d;
   };
-  hp.vocab_size = need("vocab_size").get<int>();
-  hp.hidden_size = need("hidden_size").get<int>();
-  hp.intermediate_size = need("intermediate_size").get<int>();
-  hp.moe_intermediate_size = need("moe_intermediate_size").get<int>();
-  hp.num_layers = need("num_hidden_layers").get<int>();
-  hp.num_heads = need("num_attention_heads").get<int>();
+  hp.vocab_size = model::config_int(need("vocab_size"), "vocab_size");
+  hp.hidden_size = model::config_int(need("hidden_size"), "hidden_size");
+  hp.intermediate_size = model::config_int(need("intermediate_size"), "intermediate_size");
+  hp.moe_intermediate_size =
+      model::config_int(need("moe_intermediate_size"), "moe_intermediate_size");
+  hp.num_layers = model::config_int(need("num_hidden_layers"), "num_hidden_layers");
+  hp.num_heads = model::config_int(need("num_attention_heads"), "num_attention_heads");
   if (hp.num_heads <= 0)
     throw error("tf: glm4_moe config.json has {} attention heads", hp.num_heads);
-  hp.num_kv_heads = static_cast<int>(opt(cfg, "num_key_value_heads", hp.num_heads));
-  hp.head_dim = static_cast<int>(opt(cfg, "head_dim", hp.hidden_size / hp.num_heads));
+  hp.num_kv_heads = model::config_int(opt(cfg, "num_key_value_heads", hp.num_heads));
+  hp.head_dim = model::config_int(opt(cfg, "head_dim", hp.hidden_size / hp.num_heads));
   hp.rms_norm_eps = static_cast<float>(opt(cfg, "rms_norm_eps", 1e-5));
-  hp.context_length = static_cast<int>(opt(cfg, "max_position_embeddings", 131072));
+  hp.context_length = model::config_int(opt(cfg, "max_position_embeddings", 131072));
   hp.attention_bias = flag("attention_bias", false);
   hp.use_qk_norm = flag("use_qk_norm", false);
-  hp.first_k_dense_replace = static_cast<int>(opt(cfg, "first_k_dense_replace", 1));
-  hp.num_experts = need("n_routed_experts").get<int>();
-  hp.experts_per_tok = need("num_experts_per_tok").get<int>();
-  hp.num_shared_experts = static_cast<int>(opt(cfg, "n_shared_experts", 1));
-  hp.n_group = static_cast<int>(opt(cfg, "n_group", 1));
-  hp.topk_group = static_cast<int>(opt(cfg, "topk_group", 1));
+  hp.first_k_dense_replace = model::config_int(opt(cfg, "first_k_dense_replace", 1));
+  hp.num_experts = model::config_int(need("n_routed_experts"), "n_routed_experts");
+  hp.experts_per_tok = model::config_int(need("num_experts_per_tok"), "num_experts_per_tok");
+  hp.num_shared_experts = model::config_int(opt(cfg, "n_shared_experts", 1));
+  hp.n_group = model::config_int(opt(cfg, "n_group", 1));
+  hp.topk_group = model::config_int(opt(cfg, "topk_group", 1));
   hp.norm_topk_prob = flag("norm_topk_prob", true);
   hp.routed_scaling_factor = static_cast<float>(opt(cfg, "routed_scaling_factor", 1.0));
   double theta = opt(cfg, "rope_theta", 1e4);

@@ -3,6 +3,7 @@
 /// config.json (model_type nemotron_h, dense or MoE).
 #include <families/nemotron/nemotron_h_hparams.hpp>
 #include <tf/error.hpp>
+#include <tf/model/config_int.hpp>
 #include <tf/model/model_file.hpp>
 
 #include <nlohmann/json.hpp>
@@ -155,7 +156,7 @@ inline nemotron_h_hparams hparams_from_config(nlohmann::json const& c) {
     auto const* v = find(ks);
     if (!v || !v->is_number_integer())
       throw error("tf: nemotron_h config.json lacks the integer key {}", *ks.begin());
-    return v->get<int>();
+    return model::config_int(*v);
   };
   auto opt = [&](std::initializer_list<char const*> ks, double d) {
     auto const* v = find(ks);
@@ -176,17 +177,17 @@ inline nemotron_h_hparams hparams_from_config(nlohmann::json const& c) {
     hp.num_heads = need({"num_attention_heads"});
     if (hp.num_heads <= 0)
       throw error("tf: nemotron_h config.json has {} attention heads", hp.num_heads);
-    hp.num_kv_heads = static_cast<int>(opt({"num_key_value_heads"}, hp.num_heads));
+    hp.num_kv_heads = model::config_int(opt({"num_key_value_heads"}, hp.num_heads));
     hp.head_dim =
-        static_cast<int>(opt({"head_dim", "attention_head_dim"}, hp.hidden_size / hp.num_heads));
+        model::config_int(opt({"head_dim", "attention_head_dim"}, hp.hidden_size / hp.num_heads));
   }
   if (hp.count(block_kind::mlp) > 0) hp.intermediate_size = need({"intermediate_size"});
   if (hp.count(block_kind::mamba) > 0) {
     hp.mamba_num_heads = need({"mamba_num_heads"});
     hp.mamba_head_dim = need({"mamba_head_dim"});
     hp.ssm_state_size = need({"ssm_state_size"});
-    hp.mamba_n_groups = static_cast<int>(opt({"n_groups", "mamba_n_groups"}, 8));
-    hp.mamba_d_conv = static_cast<int>(opt({"conv_kernel", "mamba_d_conv"}, 4));
+    hp.mamba_n_groups = model::config_int(opt({"n_groups", "mamba_n_groups"}, 8));
+    hp.mamba_d_conv = model::config_int(opt({"conv_kernel", "mamba_d_conv"}, 4));
     if (auto const* lim = find({"time_step_limit", "mamba_dt_limit"});
         lim && lim->is_array() && lim->size() == 2) {
       auto num = [](nlohmann::json const& v, float d) {
@@ -202,16 +203,16 @@ inline nemotron_h_hparams hparams_from_config(nlohmann::json const& c) {
     hp.moe_intermediate_size = need({"moe_intermediate_size"});
     // One shared expert of this size, whatever n_shared_experts says (as transformers builds it).
     hp.moe_shared_expert_intermediate_size =
-        static_cast<int>(opt({"moe_shared_expert_intermediate_size"}, 0));
-    hp.moe_latent_size = static_cast<int>(opt({"moe_latent_size"}, 0));
-    hp.n_group = static_cast<int>(opt({"n_group"}, 1));
-    hp.topk_group = static_cast<int>(opt({"topk_group"}, 1));
+        model::config_int(opt({"moe_shared_expert_intermediate_size"}, 0));
+    hp.moe_latent_size = model::config_int(opt({"moe_latent_size"}, 0));
+    hp.n_group = model::config_int(opt({"n_group"}, 1));
+    hp.topk_group = model::config_int(opt({"topk_group"}, 1));
     hp.routed_scaling_factor = static_cast<float>(opt({"routed_scaling_factor"}, 1.0));
     auto const* norm = find({"norm_topk_prob"});
     hp.norm_topk_prob = norm && norm->is_boolean() ? norm->get<bool>() : true;
   }
   hp.layer_norm_epsilon = static_cast<float>(opt({"layer_norm_epsilon", "rms_norm_eps"}, 1e-5));
-  hp.context_length = static_cast<int>(opt({"max_position_embeddings"}, 4096));
+  hp.context_length = model::config_int(opt({"max_position_embeddings"}, 4096));
   return hp;
 }
 

@@ -3,6 +3,7 @@
 /// (qwen3_5_text, qwen3_5_moe_text, or the multimodal qwen3_5 / qwen3_5_moe with a text_config).
 #include <families/qwen/qwen35_hparams.hpp>
 #include <tf/error.hpp>
+#include <tf/model/config_int.hpp>
 #include <tf/model/model_file.hpp>
 
 #include <nlohmann/json.hpp>
@@ -136,7 +137,7 @@ inline qwen35_hparams qwen35_hparams_from_config(nlohmann::json const& cfg) {
     if (!t.contains(k) || !t.at(k).is_number_integer())
       throw error("tf: {} config.json lacks the integer key {}{}", type,
                   wrapped ? "text_config." : "", k);
-    return t.at(k).get<int>();
+    return model::config_int(t.at(k), k);
   };
   auto opt = [&](nlohmann::json const& j, char const* k, double d) {
     return j.contains(k) && j.at(k).is_number() ? j.at(k).get<double>() : d;
@@ -146,10 +147,10 @@ inline qwen35_hparams qwen35_hparams_from_config(nlohmann::json const& cfg) {
   hp.hidden_size = need("hidden_size");
   hp.num_layers = need("num_hidden_layers");
   hp.num_heads = need("num_attention_heads");
-  hp.num_kv_heads = static_cast<int>(opt(t, "num_key_value_heads", hp.num_heads));
-  hp.head_dim = static_cast<int>(opt(t, "head_dim", 256));
+  hp.num_kv_heads = model::config_int(opt(t, "num_key_value_heads", hp.num_heads));
+  hp.head_dim = model::config_int(opt(t, "head_dim", 256));
   hp.rms_norm_eps = static_cast<float>(opt(t, "rms_norm_eps", 1e-6));
-  hp.context_length = static_cast<int>(opt(t, "max_position_embeddings", 32768));
+  hp.context_length = model::config_int(opt(t, "max_position_embeddings", 32768));
   auto tie = [](nlohmann::json const& j) {
     return j.contains("tie_word_embeddings") && j.at("tie_word_embeddings").is_boolean()
                ? std::optional<bool>(j.at("tie_word_embeddings").get<bool>())
@@ -160,13 +161,13 @@ inline qwen35_hparams qwen35_hparams_from_config(nlohmann::json const& cfg) {
   hp.linear_num_value_heads = need("linear_num_value_heads");
   hp.linear_key_head_dim = need("linear_key_head_dim");
   hp.linear_value_head_dim = need("linear_value_head_dim");
-  hp.linear_conv_kernel_dim = static_cast<int>(opt(t, "linear_conv_kernel_dim", 4));
+  hp.linear_conv_kernel_dim = model::config_int(opt(t, "linear_conv_kernel_dim", 4));
   if (moe) {
     hp.num_experts = need("num_experts");
     hp.num_experts_per_tok = need("num_experts_per_tok");
     hp.moe_intermediate_size = need("moe_intermediate_size");
     hp.shared_expert_intermediate_size = need("shared_expert_intermediate_size");
-    hp.intermediate_size = static_cast<int>(opt(t, "intermediate_size", 0));
+    hp.intermediate_size = model::config_int(opt(t, "intermediate_size", 0));
   } else {
     hp.intermediate_size = need("intermediate_size");
   }
@@ -186,8 +187,8 @@ inline qwen35_hparams qwen35_hparams_from_config(nlohmann::json const& cfg) {
       throw error("tf: {} config.json has {} layer_types for {} layers", type,
                   hp.layer_types.size(), hp.num_layers);
   } else {
-    hp.layer_types = qwen35_interval_layers(hp.num_layers,
-                                            static_cast<int>(opt(t, "full_attention_interval", 4)));
+    hp.layer_types = qwen35_interval_layers(
+        hp.num_layers, model::config_int(opt(t, "full_attention_interval", 4)));
   }
 
   // transformers 5 keeps theta, the rotary fraction and the MRoPE sections in rope_parameters.
@@ -207,7 +208,8 @@ inline qwen35_hparams qwen35_hparams_from_config(nlohmann::json const& cfg) {
     if (rp->contains("mrope_section") && rp->at("mrope_section").is_array()) {
       hp.mrope_sections = {0, 0, 0, 0};
       auto const& s = rp->at("mrope_section");
-      for (std::size_t i = 0; i < s.size() && i < 4; ++i) hp.mrope_sections[i] = s[i].get<int>();
+      for (std::size_t i = 0; i < s.size() && i < 4; ++i)
+        hp.mrope_sections[i] = model::config_int(s[i]);
     }
   }
   hp.rope_theta = static_cast<float>(theta);

@@ -2,6 +2,7 @@
 /// Qwen3 hyper-parameters read from GGUF metadata or an HF config.json.
 #include <families/qwen/qwen3_hparams.hpp>
 #include <tf/error.hpp>
+#include <tf/model/config_int.hpp>
 #include <tf/model/model_file.hpp>
 
 #include <nlohmann/json.hpp>
@@ -64,16 +65,16 @@ inline qwen3_hparams hparams_from_config(nlohmann::json const& cfg) {
   auto opt = [&](char const* k, double d) {
     return cfg.contains(k) && cfg.at(k).is_number() ? cfg.at(k).get<double>() : d;
   };
-  hp.vocab_size = need("vocab_size").get<int>();
-  hp.hidden_size = need("hidden_size").get<int>();
-  hp.intermediate_size = need("intermediate_size").get<int>();
-  hp.num_layers = need("num_hidden_layers").get<int>();
-  hp.num_heads = need("num_attention_heads").get<int>();
+  hp.vocab_size = model::config_int(need("vocab_size"), "vocab_size");
+  hp.hidden_size = model::config_int(need("hidden_size"), "hidden_size");
+  hp.intermediate_size = model::config_int(need("intermediate_size"), "intermediate_size");
+  hp.num_layers = model::config_int(need("num_hidden_layers"), "num_hidden_layers");
+  hp.num_heads = model::config_int(need("num_attention_heads"), "num_attention_heads");
   if (hp.num_heads <= 0) throw error("tf: qwen3 config.json has {} attention heads", hp.num_heads);
-  hp.num_kv_heads = static_cast<int>(opt("num_key_value_heads", hp.num_heads));
-  hp.head_dim = static_cast<int>(opt("head_dim", hp.hidden_size / hp.num_heads));
+  hp.num_kv_heads = model::config_int(opt("num_key_value_heads", hp.num_heads));
+  hp.head_dim = model::config_int(opt("head_dim", hp.hidden_size / hp.num_heads));
   hp.rms_norm_eps = static_cast<float>(opt("rms_norm_eps", 1e-6));
-  hp.context_length = static_cast<int>(opt("max_position_embeddings", 40960));
+  hp.context_length = model::config_int(opt("max_position_embeddings", 40960));
   hp.tie_word_embeddings =
       cfg.contains("tie_word_embeddings") && cfg.at("tie_word_embeddings").is_boolean()
           ? cfg.at("tie_word_embeddings").get<bool>()

@@ -3,6 +3,7 @@
 #include <families/qwen/qwen3_config.hpp>
 #include <families/qwen/qwen3_moe_hparams.hpp>
 #include <tf/error.hpp>
+#include <tf/model/config_int.hpp>
 #include <tf/model/model_file.hpp>
 
 #include <nlohmann/json.hpp>
@@ -42,14 +43,16 @@ inline qwen3_moe_hparams moe_hparams_from_config(nlohmann::json const& cfg) {
   auto need = [&](char const* k) {
     if (!cfg.contains(k) || !cfg.at(k).is_number_integer())
       throw error("tf: qwen3_moe config.json lacks the integer key {}", k);
-    return cfg.at(k).get<int>();
+    return model::config_int(cfg.at(k), k);
   };
   // transformers 5 writes num_local_experts; older configs num_experts.
   hp.num_experts = need(cfg.contains("num_local_experts") ? "num_local_experts" : "num_experts");
   hp.num_experts_per_tok = need("num_experts_per_tok");
   hp.moe_intermediate_size = need("moe_intermediate_size");
   hp.decoder_sparse_step =
-      cfg.contains("decoder_sparse_step") ? cfg.at("decoder_sparse_step").get<int>() : 1;
+      cfg.contains("decoder_sparse_step")
+          ? model::config_int(cfg.at("decoder_sparse_step"), "decoder_sparse_step")
+          : 1;
   hp.norm_topk_prob = cfg.value("norm_topk_prob", true);
   if (cfg.contains("mlp_only_layers") && cfg.at("mlp_only_layers").is_array())
     hp.mlp_only_layers = cfg.at("mlp_only_layers").get<std::vector<int>>();

@@ -3,6 +3,7 @@
 #include <tf/jinja/lexer.hpp>
 #include <tf/jinja/value.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -45,6 +46,7 @@ struct expr {
   std::vector<std::pair<std::string, expr_ptr>> kwargs;
   std::vector<std::string> ops;
   bool negated = false;
+  std::uint32_t depth = 1;  // nodes on the longest path down from here (the parser bounds it)
 };
 
 struct stmt;

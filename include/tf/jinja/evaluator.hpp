@@ -2,6 +2,7 @@
 /// tf::jinja evaluator: walks the statement tree with Jinja scoping and writes the output.
 #include <tf/error.hpp>
 #include <tf/jinja/ast.hpp>
+#include <tf/jinja/budget.hpp>
 #include <tf/jinja/filters.hpp>
 #include <tf/jinja/methods.hpp>
 #include <tf/jinja/value.hpp>
@@ -16,14 +17,6 @@
 #include <vector>
 
 namespace tf::jinja {
-
-/// Render-time settings.
-struct render_options {
-  /// Time strftime_now() formats; the current time when empty (tests fix it).
-  std::optional<std::time_t> now;
-  /// Deepest macro/statement nesting allowed before rendering fails (no stack overflow).
-  int max_depth = 256;
-};
 
 namespace detail {
 
@@ -52,7 +45,7 @@ class evaluator {
  public:
   enum class flow { normal, break_, continue_ };
 
-  explicit evaluator(render_options opt) : opt_(opt) {}
+  explicit evaluator(render_options opt) : opt_(opt), budget_(opt_) {}
   evaluator(const evaluator&) = delete;
   evaluator& operator=(const evaluator&) = delete;
   // Macros hold their defining frame and frames hold macros: break those cycles.
@@ -62,6 +55,14 @@ class evaluator {
 
   std::string run(const body_t& body, frame_ptr root) {
     std::string out;
+    budget_scope scope(budget_);
+    struct report_steps {
+      const budget& b;
+      std::uint64_t* to;
+      ~report_steps() {
+        if (to) *to = b.steps();
+      }
+    } report{budget_, opt_.steps_used};
     try {
       exec_body(body, root, out);
     } catch (const tf::error& e) {
@@ -108,15 +109,45 @@ class evaluator {
     for (size_t i = 0; i < targets.size(); ++i) f.set(targets[i], items[i]);
   }
 
+  // Appends to an output buffer (the render's, or a block's or macro's), within the size limit.
+  static void emit(std::string& out, std::string_view text) {
+    detail::charge(1 + text.size() / 64);
+    detail::check_bytes(out.size() + text.size());
+    out += text;
+  }
+
+  // Charges for a value an expression built and checks it against the limits; a list or mapping
+  // also pays for the strings it copied in.
+  void account(const value& v) {
+    if (v.is_string()) {
+      charge_bytes(v.as_string().size());
+    } else if (v.is_list() || v.is_dict()) {
+      budget_.check_depth(v.depth());
+      std::size_t n = 0, bytes = 0;
+      if (v.is_list()) {
+        n = v.as_list().size();
+        for (const auto& e : v.as_list())
+          if (e.is_string()) bytes += e.as_string().size();
+      } else {
+        n = v.as_dict().size();
+        for (const auto& [k, e] : v.as_dict())
+          if (e.is_string()) bytes += e.as_string().size();
+      }
+      charge_items(n);
+      detail::charge(bytes / 64);
+    }
+  }
+
   flow exec(const stmt& s, const frame_ptr& f, std::string& out) {
     depth_guard g(*this);
+    detail::charge();
     pos_ = s.pos;
     switch (s.type) {
       case stmt::kind::text:
-        out += s.text;
+        emit(out, s.text);
         return flow::normal;
       case stmt::kind::output:
-        out += to_string(eval(*s.e, f));
+        emit(out, to_string(eval(*s.e, f)));
         return flow::normal;
       case stmt::kind::if_:
         for (const auto& [cond, body] : s.branches) {
@@ -132,6 +163,11 @@ class evaluator {
           if (!ns || !ns->is_namespace())
             throw tf::error("jinja: cannot assign attribute '{}' on '{}': not a namespace", s.attr,
                             s.targets[0]);
+          // No namespace inside a namespace: no cycles, and every value's nesting stays bounded.
+          if (v.holds_namespace())
+            throw tf::error("jinja: cannot store a namespace (or a value holding one) in '{}.{}'",
+                            s.targets[0], s.attr);
+          budget_.check_depth(v.depth() + 1);
           auto& d = ns->namespace_dict();
           for (auto& [k, x] : d)
             if (k == s.attr) {
@@ -157,7 +193,7 @@ class evaluator {
         exec_body(s.body, f, body);
         value v(std::move(body));
         for (const auto& flt : s.filters) v = apply(*flt, v, f);
-        out += to_string(v);
+        emit(out, to_string(v));
         return flow::normal;
       }
       case stmt::kind::macro:
@@ -169,7 +205,7 @@ class evaluator {
         value callee = eval(*call.args[0], f);
         call_args a = eval_args(call, f);
         a.kw.emplace_back("caller", caller);
-        out += to_string(invoke(callee, a, call));
+        emit(out, to_string(invoke(callee, a, call)));
         return flow::normal;
       }
       case stmt::kind::break_:
@@ -193,6 +229,7 @@ class evaluator {
     } else {
       items = to_list(seq);
     }
+    account(value(items));
     if (s.cond) {
       list_t kept;
       for (auto& it : items) {
@@ -208,6 +245,7 @@ class evaluator {
     }
     auto n = static_cast<std::int64_t>(items.size());
     for (std::int64_t i = 0; i < n; ++i) {
+      detail::charge(4);  // the loop variable's frame and namespace
       auto inner = child(f);
       dict_t loop;
       loop.emplace_back("index", value(i + 1));
@@ -285,7 +323,9 @@ class evaluator {
   value invoke(const value& callee, call_args& a, const expr& at) {
     if (callee.is_callable()) {
       depth_guard g(*this);
-      return callee.as_callable()(a);
+      value r = callee.as_callable()(a);
+      account(r);
+      return r;
     }
     if (callee.is_undefined()) {
       pos_ = at.pos;
@@ -297,7 +337,9 @@ class evaluator {
   value apply(const expr& flt, const value& v, const frame_ptr& f) {
     call_args a = eval_args(flt, f);
     pos_ = flt.pos;
-    return apply_filter(flt.name, v, a);
+    value r = apply_filter(flt.name, v, a);
+    account(r);
+    return r;
   }
 
   static void need_defined(const value& v) {
@@ -339,6 +381,8 @@ class evaluator {
           return op == "//" ? value(q) : value(m);
         }
         if (op == "**" && y >= 0) {
+          if (x == 0 || x == 1) return value(y == 0 ? std::int64_t{1} : x);
+          if (x == -1) return value(y % 2 == 0 ? std::int64_t{1} : std::int64_t{-1});
           std::int64_t acc = 1;
           for (std::int64_t k = 0; k < y; ++k) {
             if (__builtin_mul_overflow(acc, x, &acc))
@@ -368,8 +412,12 @@ class evaluator {
       }
       if (op == "**") return value(std::pow(x, y));
     }
-    if (op == "+" && l.is_string() && r.is_string()) return value(l.as_string() + r.as_string());
+    if (op == "+" && l.is_string() && r.is_string()) {
+      check_bytes(l.as_string().size() + r.as_string().size());
+      return value(l.as_string() + r.as_string());
+    }
     if (op == "+" && l.is_list() && r.is_list()) {
+      check_items(l.as_list().size() + r.as_list().size());
       list_t out = l.as_list();
       out.insert(out.end(), r.as_list().begin(), r.as_list().end());
       return value(std::move(out));
@@ -377,8 +425,18 @@ class evaluator {
     if (op == "*" && (l.is_string() || l.is_list()) && (r.is_int() || r.is_bool())) {
       std::int64_t n = as_i(r);
       size_t unit = l.is_string() ? l.as_string().size() : l.as_list().size();
-      if (n > 0 && unit > 0 && static_cast<std::uint64_t>(n) * unit > (std::uint64_t{1} << 26))
-        throw tf::error("jinja: repetition result too large");
+      std::uint64_t const limit = l.is_string() ? opt_.max_output_bytes : opt_.max_items;
+      if (n > 0 && unit > 0 && static_cast<std::uint64_t>(n) > limit / unit)
+        throw tf::error("jinja: repetition result too large (more than {} {})", limit,
+                        l.is_string() ? "bytes" : "items");
+      if (l.is_list() && n > 0) {
+        std::size_t bytes = 0;
+        for (const auto& e : l.as_list())
+          if (e.is_string()) bytes += e.as_string().size();
+        charge_bytes(static_cast<std::uint64_t>(n) * bytes > opt_.max_output_bytes
+                         ? opt_.max_output_bytes + 1
+                         : static_cast<std::size_t>(n) * bytes);
+      }
       if (l.is_string()) {
         std::string out;
         for (std::int64_t k = 0; k < n; ++k) out += l.as_string();
@@ -397,9 +455,11 @@ class evaluator {
     if (hay.is_string()) {
       if (!needle.is_string())
         throw tf::error("jinja: 'in <string>' requires a string, got {}", needle.type_name());
+      detail::charge_search(hay.as_string().size(), needle.as_string().size());
       return hay.as_string().find(needle.as_string()) != std::string::npos;
     }
     if (hay.is_list()) {
+      detail::charge(1 + hay.as_list().size());
       for (const auto& e : hay.as_list())
         if (equals(e, needle)) return true;
       return false;
@@ -419,17 +479,14 @@ class evaluator {
     std::int64_t step = 1;
     if (auto s = idx(c, 1)) step = *s;
     if (step == 0) throw tf::error("jinja: slice step cannot be zero");
-    list_t items;
-    bool is_str = obj.is_string();
-    if (is_str) {
-      for (auto& cp : code_points(obj.as_string())) items.emplace_back(std::move(cp));
-    } else if (obj.is_list()) {
-      items = obj.as_list();
-    } else {
+    bool const is_str = obj.is_string();
+    if (!is_str && !obj.is_list()) {
       need_defined(obj);
       throw tf::error("jinja: '{}' object cannot be sliced", obj.type_name());
     }
-    auto n = static_cast<std::int64_t>(items.size());
+    std::vector<std::uint32_t> starts;  // strings: where each code point starts, then the end
+    if (is_str) starts = cp_starts(obj.as_string());
+    auto n = static_cast<std::int64_t>(is_str ? starts.size() - 1 : obj.as_list().size());
     auto clampi = [&](std::optional<std::int64_t> v, std::int64_t def_pos, std::int64_t def_neg) {
       if (!v) return step > 0 ? def_pos : def_neg;
       std::int64_t x = *v;
@@ -439,18 +496,31 @@ class evaluator {
     };
     std::int64_t start = clampi(idx(a, 0), 0, n - 1);
     std::int64_t stop = clampi(idx(b, 0), n, -1);
+    if (is_str) {
+      const std::string& str = obj.as_string();
+      std::string out;
+      if (step == 1) {
+        if (start < stop)
+          out = str.substr(starts[static_cast<size_t>(start)],
+                           starts[static_cast<size_t>(stop)] - starts[static_cast<size_t>(start)]);
+      } else {
+        for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+          auto k = static_cast<size_t>(i);
+          out.append(str, starts[k], starts[k + 1] - starts[k]);
+        }
+      }
+      return value(std::move(out));
+    }
+    const list_t& items = obj.as_list();
     list_t out;
     for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
       out.push_back(items[static_cast<size_t>(i)]);
-    if (is_str) {
-      std::string s;
-      for (auto& e : out) s += e.as_string();
-      return value(s);
-    }
     return value(std::move(out), obj.is_tuple());
   }
 
   value eval(const expr& e, const frame_ptr& f) {
+    depth_guard g(*this);
+    detail::charge();
     switch (e.type) {
       case expr::kind::literal:
         return e.lit;
@@ -462,7 +532,9 @@ class evaluator {
       case expr::kind::tuple: {
         list_t l;
         for (const auto& x : e.args) l.push_back(eval(*x, f));
-        return value(std::move(l), e.type == expr::kind::tuple);
+        value v(std::move(l), e.type == expr::kind::tuple);
+        account(v);
+        return v;
       }
       case expr::kind::dict: {
         dict_t d;
@@ -479,7 +551,9 @@ class evaluator {
             }
           if (!replaced) d.emplace_back(k.as_string(), std::move(v));
         }
-        return value(std::move(d));
+        value v(std::move(d));
+        account(v);
+        return v;
       }
       case expr::kind::getattr: {
         value obj = eval(*e.args[0], f);
@@ -537,11 +611,16 @@ class evaluator {
         value l = eval(*e.args[0], f);
         value r = eval(*e.args[1], f);
         pos_ = e.pos;
-        return arith(e.name, l, r);
+        value out = arith(e.name, l, r);
+        account(out);
+        return out;
       }
       case expr::kind::concat: {
         std::string s;
-        for (const auto& x : e.args) s += to_string(eval(*x, f));
+        for (const auto& x : e.args) {
+          s += to_string(eval(*x, f));
+          charge_bytes(s.size());
+        }
         return value(std::move(s));
       }
       case expr::kind::compare: {
@@ -589,6 +668,7 @@ class evaluator {
   }
 
   render_options opt_;
+  budget budget_;
   std::vector<frame_ptr> closure_frames_;
   source_pos pos_;
   int depth_ = 0;

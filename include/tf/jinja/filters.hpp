@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -25,6 +26,8 @@ struct json_writer {
   bool sort_keys = false;
 
   void str(std::string& out, const std::string& s) const {
+    charge(1 + s.size() / 16);
+    check_bytes(out.size() + s.size());
     out += '"';
     for (size_t i = 0; i < s.size(); ++i) {
       auto c = static_cast<unsigned char>(s[i]);
@@ -119,6 +122,8 @@ struct json_writer {
           if (i) out += item_sep;
           if (indent >= 0) newline(out, level + 1);
           write(out, l[i], level + 1);
+          charge(1 + (item_sep.size() + static_cast<size_t>(std::max(indent, 0) * level)) / 64);
+          check_bytes(out.size());
         }
         if (indent >= 0) newline(out, level);
         out += ']';
@@ -142,6 +147,10 @@ struct json_writer {
           str(out, items[i]->first);
           out += key_sep;
           write(out, items[i]->second, level + 1);
+          charge(1 + (item_sep.size() + key_sep.size() +
+                      static_cast<size_t>(std::max(indent, 0) * level)) /
+                         64);
+          check_bytes(out.size());
         }
         if (indent >= 0) newline(out, level);
         out += '}';
@@ -175,7 +184,10 @@ inline std::string tojson(const value& v, call_args& a) {
 }
 
 inline list_t to_list(const value& v) {
-  if (v.is_list()) return v.as_list();
+  if (v.is_list()) {
+    charge(1 + v.as_list().size() / 4);
+    return v.as_list();
+  }
   if (v.is_undefined() || v.is_none()) {
     if (v.is_none()) throw tf::error("jinja: 'NoneType' object is not iterable");
     return {};
@@ -208,9 +220,9 @@ inline value attr_path(const value& v, const std::string& path) {
     std::string part =
         path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (cur.is_undefined()) return cur;
-    bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
-      return std::isdigit(static_cast<unsigned char>(c));
-    });
+    bool digits = !part.empty() && part.size() <= 18 &&
+                  std::all_of(part.begin(), part.end(),
+                              [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
     if (digits)
       cur = get_item(cur, value(static_cast<std::int64_t>(std::stoll(part))));
     else
@@ -293,8 +305,10 @@ inline bool apply_test(const std::string& name, const value& v, call_args& a) {
         if (equals(e, v)) return true;
       return false;
     }
-    if (other.is_string() && v.is_string())
+    if (other.is_string() && v.is_string()) {
+      detail::charge_search(other.as_string().size(), v.as_string().size());
       return other.as_string().find(v.as_string()) != std::string::npos;
+    }
     if (other.is_dict() && v.is_string()) return other.find(v.as_string()) != nullptr;
     return false;
   }
@@ -314,6 +328,7 @@ inline value apply_filter(const std::string& name, const value& v, call_args& a)
     if (v.is_undefined()) return value(std::int64_t{0});
     throw tf::error("jinja: object of type '{}' has no len()", v.type_name());
   }
+  if (v.is_string()) detail::charge(1 + v.as_string().size() / 64);
   if (name == "upper") return value(detail::upper(str_of(v)));
   if (name == "lower") return value(detail::lower(str_of(v)));
   if (name == "capitalize") return value(detail::capitalize(str_of(v)));
@@ -378,6 +393,8 @@ inline value apply_filter(const std::string& name, const value& v, call_args& a)
       if (!first) out += sep;
       first = false;
       out += str_of(attr.is_none() ? e : detail::attr_path(e, str_of(attr)));
+      detail::charge(1 + sep.size() / 64);
+      detail::check_bytes(out.size());
     }
     return value(out);
   }
@@ -457,6 +474,7 @@ inline value apply_filter(const std::string& name, const value& v, call_args& a)
       throw tf::error("jinja: dictsort by must be 'key' or 'value'");
     std::vector<std::pair<value, value>> items;
     for (const auto& [k, x] : v.as_dict()) items.emplace_back(value(k), x);
+    detail::charge(1 + items.size() * 20);
     std::stable_sort(items.begin(), items.end(), [&](const auto& p, const auto& q) {
       const value& x = by == "key" ? p.first : p.second;
       const value& y = by == "key" ? q.first : q.second;
@@ -478,6 +496,7 @@ inline value apply_filter(const std::string& name, const value& v, call_args& a)
     for (size_t i = first_test_arg + 1; i < a.pos.size(); ++i) targs.pos.push_back(a.pos[i]);
     list_t out;
     for (const auto& e : detail::to_list(v)) {
+      detail::charge();
       value x = attr_mode ? detail::attr_path(e, attr) : e;
       bool ok = has_test ? apply_test(test, x, targs) : x.truthy();
       if (ok == keep) out.push_back(e);
@@ -490,6 +509,7 @@ inline value apply_filter(const std::string& name, const value& v, call_args& a)
     if (!attr.is_none()) {
       const value& def = arg(a, 99, "default", value());
       for (const auto& e : detail::to_list(v)) {
+        detail::charge();
         value x = detail::attr_path(e, str_of(attr));
         out.push_back(x.is_undefined() && !def.is_undefined() ? def : x);
       }
@@ -500,7 +520,10 @@ inline value apply_filter(const std::string& name, const value& v, call_args& a)
     call_args fargs;
     for (size_t i = 1; i < a.pos.size(); ++i) fargs.pos.push_back(a.pos[i]);
     fargs.kw = a.kw;
-    for (const auto& e : detail::to_list(v)) out.push_back(apply_filter(f, e, fargs));
+    for (const auto& e : detail::to_list(v)) {
+      detail::charge();
+      out.push_back(apply_filter(f, e, fargs));
+    }
     return value(std::move(out));
   }
   if (name == "unique") {
@@ -509,6 +532,7 @@ inline value apply_filter(const std::string& name, const value& v, call_args& a)
     list_t out, keys;
     for (const auto& e : detail::to_list(v)) {
       value k = detail::sort_key(attr.is_none() ? e : detail::attr_path(e, str_of(attr)), cs);
+      detail::charge(1 + keys.size());
       bool seen = false;
       for (const auto& s : keys)
         if (equals(s, k)) seen = true;
@@ -538,6 +562,7 @@ inline value apply_filter(const std::string& name, const value& v, call_args& a)
     auto key = [&](const value& e) {
       return detail::sort_key(attr.is_none() ? e : detail::attr_path(e, str_of(attr)), cs);
     };
+    detail::charge(1 + l.size() * 20);
     std::stable_sort(l.begin(), l.end(), [&](const value& x, const value& y) {
       int c = compare(key(x), key(y));
       return rev ? c > 0 : c < 0;
@@ -553,6 +578,7 @@ inline value apply_filter(const std::string& name, const value& v, call_args& a)
       return detail::sort_key(attr.is_none() ? e : detail::attr_path(e, str_of(attr)), cs);
     };
     size_t best = 0;
+    detail::charge(1 + l.size());
     for (size_t i = 1; i < l.size(); ++i) {
       int c = compare(key(l[i]), key(l[best]));
       if (name == "min" ? c < 0 : c > 0) best = i;
@@ -563,6 +589,7 @@ inline value apply_filter(const std::string& name, const value& v, call_args& a)
     const value& attr = arg(a, 0, "attribute", none);
     value acc = arg(a, 1, "start", value(std::int64_t{0}));
     for (const auto& e : detail::to_list(v)) {
+      detail::charge();
       value x = attr.is_none() ? e : detail::attr_path(e, str_of(attr));
       if (!(x.is_number() || x.is_bool()) || !(acc.is_number() || acc.is_bool()))
         throw tf::error("jinja: sum: unsupported operand types {} and {}", acc.type_name(),
@@ -623,6 +650,8 @@ inline value apply_filter(const std::string& name, const value& v, call_args& a)
       bool do_pad = first_line ? first : (blank || !detail::strip(line, none, true, true).empty());
       if (do_pad) out += pad;
       out += line;
+      detail::charge(1 + pad.size() / 64);
+      detail::check_bytes(out.size());
       if (nl == std::string::npos) break;
       out += '\n';
       start = nl + 1;
@@ -635,6 +664,8 @@ inline value apply_filter(const std::string& name, const value& v, call_args& a)
     const value& fill = arg(a, 1, "fill_with", none);
     if (!n.is_int() || n.as_int() <= 0)
       throw tf::error("jinja: batch size must be a positive integer");
+    detail::check_items(static_cast<std::size_t>(
+        std::min<std::int64_t>(n.as_int(), std::numeric_limits<std::int64_t>::max() / 2)));
     list_t out, cur;
     for (const auto& e : detail::to_list(v)) {
       cur.push_back(e);

@@ -2,6 +2,7 @@
 /// tf::jinja lexer: template source -> tokens, applying {%- -%}, trim_blocks and lstrip_blocks.
 #include <tf/error.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <string>
@@ -111,17 +112,23 @@ class lexer {
     t.erase(from);
   }
 
+  // Line and column of byte `off`. Tokens come in order, so it walks on from the last answer
+  // (linear in the template, not quadratic) and starts over only for an earlier offset.
   source_pos pos_of(size_t off) const {
-    source_pos p;
-    for (size_t k = 0; k < off && k < src_.size(); ++k) {
+    if (off < cache_off_) {
+      cache_off_ = 0;
+      cache_pos_ = source_pos{};
+    }
+    for (size_t k = cache_off_; k < off && k < src_.size(); ++k) {
       if (src_[k] == '\n') {
-        ++p.line;
-        p.column = 1;
+        ++cache_pos_.line;
+        cache_pos_.column = 1;
       } else {
-        ++p.column;
+        ++cache_pos_.column;
       }
     }
-    return p;
+    cache_off_ = std::max(cache_off_, std::min(off, src_.size()));
+    return cache_pos_;
   }
 
   [[noreturn]] void fail(size_t off, std::string_view what) const {
@@ -400,6 +407,8 @@ class lexer {
   size_t i_ = 0;
   bool strip_next_ = false;
   std::vector<token> out_;
+  mutable size_t cache_off_ = 0;
+  mutable source_pos cache_pos_;
 };
 
 }  // namespace detail

@@ -33,6 +33,9 @@ inline bool is_py_space(char c) {
 }
 
 inline std::string strip(std::string_view s, const value& chars, bool left, bool right) {
+  if (!chars.is_none() && !chars.is_undefined() && !chars.is_string())
+    throw tf::error("jinja: strip() chars must be a string, got {}", chars.type_name());
+  charge(1 + s.size() / 64);
   auto in_set = [&](char c) {
     if (chars.is_none() || chars.is_undefined()) return is_py_space(c);
     return chars.as_string().find(c) != std::string::npos;
@@ -48,6 +51,7 @@ inline std::string strip(std::string_view s, const value& chars, bool left, bool
 inline list_t split(const std::string& s, const value& sep, std::int64_t maxsplit,
                     bool from_right) {
   list_t out;
+  charge(1 + s.size() / 16);
   if (sep.is_none() || sep.is_undefined()) {
     std::vector<std::pair<size_t, size_t>> words;
     for (size_t i = 0; i < s.size();) {
@@ -56,6 +60,7 @@ inline list_t split(const std::string& s, const value& sep, std::int64_t maxspli
       size_t j = i;
       while (j < s.size() && !is_py_space(s[j])) ++j;
       words.emplace_back(i, j);
+      check_items(words.size());
       i = j;
     }
     if (maxsplit >= 0 && static_cast<std::int64_t>(words.size()) > maxsplit + 1) {
@@ -78,12 +83,14 @@ inline list_t split(const std::string& s, const value& sep, std::int64_t maxspli
   }
   std::string d = need_string(sep, "split separator");
   if (d.empty()) throw tf::error("jinja: split() got an empty separator");
+  charge_search(s.size(), d.size());
   std::vector<std::string> parts;
   size_t start = 0;
   while (true) {
     size_t p = s.find(d, start);
     if (p == std::string::npos) break;
     parts.push_back(s.substr(start, p - start));
+    check_items(parts.size());
     start = p + d.size();
   }
   parts.push_back(s.substr(start));
@@ -121,16 +128,21 @@ inline std::string replace_all(const std::string& s, const std::string& from, co
         ++n;
       }
       out += c;
+      charge(1 + to.size() / 64);
+      check_bytes(out.size());
     }
     if (count < 0 || n < count) out += to;
     return out;
   }
+  charge_search(s.size(), from.size());
   size_t start = 0;
   std::int64_t n = 0;
   while (count < 0 || n < count) {
     size_t p = s.find(from, start);
     if (p == std::string::npos) break;
     out += s.substr(start, p - start) + to;
+    charge(1 + to.size() / 64);
+    check_bytes(out.size());
     start = p + from.size();
     ++n;
   }
@@ -214,8 +226,9 @@ inline std::string py_format(const std::string& f, call_args& a) {
       if (field.empty()) {
         if (auto_idx >= a.pos.size()) throw tf::error("jinja: format(): too few arguments");
         v = &a.pos[auto_idx++];
-      } else if (std::all_of(field.begin(), field.end(),
-                             [](char d) { return std::isdigit(static_cast<unsigned char>(d)); })) {
+      } else if (field.size() <= 9 && std::all_of(field.begin(), field.end(), [](char d) {
+                   return std::isdigit(static_cast<unsigned char>(d));
+                 })) {
         size_t k = std::stoul(field);
         if (k >= a.pos.size()) throw tf::error("jinja: format(): index {} out of range", k);
         v = &a.pos[k];
@@ -225,6 +238,8 @@ inline std::string py_format(const std::string& f, call_args& a) {
         if (!v) throw tf::error("jinja: format(): no argument named '{}'", field);
       }
       out += to_string(*v);
+      charge(1 + (v->is_string() ? v->as_string().size() / 64 : 0));
+      check_bytes(out.size());
       i = e;
     } else {
       out += c;
@@ -234,7 +249,8 @@ inline std::string py_format(const std::string& f, call_args& a) {
 }
 
 inline value string_method(const std::string& s, const std::string& name) {
-  auto m = [s](auto fn) { return value(function(fn)); };
+  charge(1 + s.size() / 32);  // the bound method holds copies of s
+  auto m = [](auto fn) { return value(function(fn)); };
   const value none{none_t{}};
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     bool l = name != "rstrip", r = name != "lstrip";
@@ -257,6 +273,7 @@ inline value string_method(const std::string& s, const std::string& name) {
       for (size_t i = 0; i < s.size(); ++i) {
         if (s[i] == '\n' || s[i] == '\r') {
           out.emplace_back(s.substr(start, i - start));
+          check_items(out.size());
           if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
           start = i + 1;
         }
@@ -286,6 +303,7 @@ inline value string_method(const std::string& s, const std::string& name) {
   if (name == "find" || name == "rfind" || name == "index" || name == "count") {
     return m([s, name](call_args& a) {
       std::string sub = need_string(arg(a, 0, "sub", value()), name);
+      charge_search(s.size(), sub.size());
       if (name == "count") {
         if (sub.empty()) return value(utf8_length(s) + 1);
         std::int64_t n = 0;
@@ -311,6 +329,8 @@ inline value string_method(const std::string& s, const std::string& name) {
         if (!first) out += s;
         first = false;
         out += need_string(e, "str.join item");
+        charge(1 + (s.size() + e.as_string().size()) / 64);
+        check_bytes(out.size());
       }
       return value(out);
     });
@@ -412,11 +432,13 @@ inline value get_item(const value& obj, const value& key) {
       if (i < 0 || i >= n) return value::make_undefined(to_string(key));
       return obj.as_list()[static_cast<size_t>(i)];
     }
-    auto cps = detail::code_points(obj.as_string());
-    auto n = static_cast<std::int64_t>(cps.size());
+    const std::string& str = obj.as_string();
+    auto starts = detail::cp_starts(str);
+    auto n = static_cast<std::int64_t>(starts.size() - 1);
     if (i < 0) i += n;
     if (i < 0 || i >= n) return value::make_undefined(to_string(key));
-    return value(cps[static_cast<size_t>(i)]);
+    auto k = static_cast<size_t>(i);
+    return value(str.substr(starts[k], starts[k + 1] - starts[k]));
   }
   return value::make_undefined(to_string(key));
 }

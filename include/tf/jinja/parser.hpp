@@ -4,6 +4,8 @@
 #include <tf/jinja/ast.hpp>
 #include <tf/jinja/lexer.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -16,6 +18,11 @@ namespace detail {
 
 class parser {
  public:
+  /// Deepest nesting of blocks and of expression nodes a template may have: deeper input is
+  /// refused at parse time, so neither the parser, the evaluator nor the tree's destructor can
+  /// recurse without bound on a hostile template.
+  static constexpr std::uint32_t max_nesting = 256;
+
   explicit parser(std::vector<token> toks) : t_(std::move(toks)) {}
 
   body_t parse_template() {
@@ -34,6 +41,33 @@ class parser {
     if (i_ < t_.size() - 1) ++i_;
     return t;
   }
+  // Counts the parser's own recursion (blocks, parentheses, unary operators).
+  struct nest_guard {
+    parser& p;
+    explicit nest_guard(parser& pp) : p(pp) {
+      if (++p.nest_ > max_nesting)
+        p.fail(p.peek(), fmt::format("the template nests deeper than {} levels", max_nesting));
+    }
+    ~nest_guard() { --p.nest_; }
+  };
+
+  // Records a finished node's depth from its children's; refuses a tree deeper than the limit
+  // (a chain like 1+1+1+... is built by a loop, not recursion, so depth is counted here).
+  expr_ptr seal(expr_ptr e) {
+    std::uint32_t d = 0;
+    for (const auto& a : e->args)
+      if (a) d = std::max(d, a->depth);
+    for (const auto& [k, a] : e->kwargs)
+      if (a) d = std::max(d, a->depth);
+    e->depth = d + 1;
+    if (e->depth > max_nesting)
+      throw tf::error(
+          "jinja: syntax error at line {}, column {}: an expression nests deeper than {} "
+          "levels",
+          e->pos.line, e->pos.column, max_nesting);
+    return e;
+  }
+
   [[noreturn]] void fail(const token& t, std::string_view what) const {
     std::string near = t.type == token::kind::eof ? "end of template" : "'" + t.text + "'";
     throw tf::error("jinja: syntax error at line {}, column {}: {} (near {})", t.pos.line,
@@ -78,6 +112,7 @@ class parser {
 
   // Parses statements until a block whose keyword is in `ends` (left unconsumed after '{%').
   body_t parse_body(std::initializer_list<std::string_view> ends) {
+    nest_guard guard(*this);
     body_t body;
     while (true) {
       const token& t = peek();
@@ -307,10 +342,11 @@ class parser {
       if (no_cond && is_name("if")) break;
       t->args.push_back(no_cond ? parse_or() : parse_expr());
     }
-    return t;
+    return seal(std::move(t));
   }
 
   expr_ptr parse_expr() {
+    nest_guard guard(*this);
     expr_ptr e = parse_or();
     while (is_name("if")) {
       const token& at = next();
@@ -320,7 +356,7 @@ class parser {
       c->args.push_back(nullptr);
       c->args[1] = std::move(e);
       if (accept_name("else")) c->args[2] = parse_expr();
-      e = std::move(c);
+      e = seal(std::move(c));
     }
     return e;
   }
@@ -331,7 +367,7 @@ class parser {
       auto n = make(expr::kind::or_, next());
       n->args.push_back(std::move(l));
       n->args.push_back(parse_and());
-      l = std::move(n);
+      l = seal(std::move(n));
     }
     return l;
   }
@@ -342,16 +378,17 @@ class parser {
       auto n = make(expr::kind::and_, next());
       n->args.push_back(std::move(l));
       n->args.push_back(parse_not());
-      l = std::move(n);
+      l = seal(std::move(n));
     }
     return l;
   }
 
   expr_ptr parse_not() {
     if (is_name("not")) {
+      nest_guard guard(*this);
       auto n = make(expr::kind::not_, next());
       n->args.push_back(parse_not());
-      return n;
+      return seal(std::move(n));
     }
     return parse_compare();
   }
@@ -381,7 +418,7 @@ class parser {
       cmp->ops.push_back(op);
       cmp->args.push_back(parse_math1());
     }
-    return cmp ? std::move(cmp) : std::move(l);
+    return cmp ? seal(std::move(cmp)) : std::move(l);
   }
 
   expr_ptr binary(std::string op, expr_ptr l, expr_ptr r, const token& at) {
@@ -389,7 +426,7 @@ class parser {
     n->name = std::move(op);
     n->args.push_back(std::move(l));
     n->args.push_back(std::move(r));
-    return n;
+    return seal(std::move(n));
   }
 
   expr_ptr parse_math1() {
@@ -408,7 +445,7 @@ class parser {
     auto n = make(expr::kind::concat, start);
     n->args.push_back(std::move(l));
     while (accept_op("~")) n->args.push_back(parse_math2());
-    return n;
+    return seal(std::move(n));
   }
 
   expr_ptr parse_math2() {
@@ -432,9 +469,11 @@ class parser {
   expr_ptr parse_unary(bool with_filter) {
     expr_ptr e;
     if (is_op("-") || is_op("+")) {
+      nest_guard guard(*this);
       const token& at = next();
       e = make(at.text == "-" ? expr::kind::neg : expr::kind::pos, at);
       e->args.push_back(parse_unary(false));
+      e = seal(std::move(e));
     } else {
       e = parse_primary();
     }
@@ -479,7 +518,7 @@ class parser {
             tup->args.push_back(parse_expr());
           }
           expect_op(")");
-          return tup;
+          return seal(std::move(tup));
         }
         if (t.text == "[") {
           next();
@@ -489,7 +528,7 @@ class parser {
             if (!accept_op(",")) break;
           }
           expect_op("]");
-          return l;
+          return seal(std::move(l));
         }
         if (t.text == "{") {
           next();
@@ -501,7 +540,7 @@ class parser {
             if (!accept_op(",")) break;
           }
           expect_op("}");
-          return d;
+          return seal(std::move(d));
         }
         break;
       default:
@@ -543,13 +582,13 @@ class parser {
           g->type = expr::kind::getitem;
           g->args.push_back(std::move(e));
           g->args.push_back(literal(value(next().int_value), at));
-          e = std::move(g);
+          e = seal(std::move(g));
           continue;
         } else {
           fail(peek(), "expected an attribute name after '.'");
         }
         g->args.push_back(std::move(e));
-        e = std::move(g);
+        e = seal(std::move(g));
       } else if (is_op("[")) {
         const token& at = next();
         expr_ptr parts[3];
@@ -571,12 +610,12 @@ class parser {
         } else {
           g->args.push_back(std::move(parts[0]));
         }
-        e = std::move(g);
+        e = seal(std::move(g));
       } else if (is_op("(")) {
         auto c = make(expr::kind::call, peek());
         c->args.push_back(std::move(e));
         parse_call_args(*c);
-        e = std::move(c);
+        e = seal(std::move(c));
       } else {
         return e;
       }
@@ -590,7 +629,7 @@ class parser {
     while (accept_op(".")) f->name += "." + expect_ident();
     f->args.push_back(std::move(subject));
     if (is_op("(")) parse_call_args(*f);
-    return f;
+    return seal(std::move(f));
   }
 
   expr_ptr parse_filter_expr(expr_ptr e) {
@@ -614,7 +653,7 @@ class parser {
                              (n.type == token::kind::op && (n.text == "[" || n.text == "{"));
           if (arg_follows) t->args.push_back(parse_postfix(parse_primary()));
         }
-        e = std::move(t);
+        e = seal(std::move(t));
       } else if (is_op("(")) {
         e = parse_postfix(std::move(e));
       } else {
@@ -626,6 +665,7 @@ class parser {
   std::vector<token> t_;
   size_t i_ = 0;
   int loop_depth_ = 0;
+  std::uint32_t nest_ = 0;
 };
 
 }  // namespace detail

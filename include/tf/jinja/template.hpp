@@ -20,7 +20,8 @@ namespace detail {
 
 inline value make_globals_value(std::string_view name, const render_options& opt) {
   if (name == "range") {
-    return value(function([](call_args& a) {
+    std::size_t const max_items = opt.max_items;
+    return value(function([max_items](call_args& a) {
       std::int64_t start = 0, stop = 0, step = 1;
       auto num = [](const value& v) {
         if (!v.is_int()) throw tf::error("jinja: range() needs integers, got {}", v.type_name());
@@ -37,9 +38,12 @@ inline value make_globals_value(std::string_view name, const render_options& opt
       }
       if (step == 0) throw tf::error("jinja: range() step must not be zero");
       list_t out;
-      for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-        if (out.size() >= 1000000) throw tf::error("jinja: range() longer than 1000000 items");
+      for (std::int64_t i = start; step > 0 ? i < stop : i > stop;) {
+        if (out.size() >= max_items)
+          throw tf::error("jinja: range() longer than {} items (render_options::max_items)",
+                          max_items);
         out.emplace_back(i);
+        if (__builtin_add_overflow(i, step, &i)) break;
       }
       return value(std::move(out));
     }));

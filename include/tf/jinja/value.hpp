@@ -1,9 +1,11 @@
 #pragma once
 /// tf::jinja::value: the dynamic value a template computes with (Python semantics, JSON in/out).
 #include <tf/error.hpp>
+#include <tf/jinja/budget.hpp>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -50,8 +52,13 @@ class value {
   value(std::string s) : v_(std::move(s)) {}
   value(const char* s) : v_(std::string(s)) {}
   value(std::string_view s) : v_(std::string(s)) {}
-  value(list_t l, bool tuple = false) : v_(std::make_shared<list_t>(std::move(l))), tuple_(tuple) {}
-  value(dict_t d, bool ns = false) : v_(std::make_shared<dict_t>(std::move(d))), ns_(ns) {}
+  value(list_t l, bool tuple = false) : v_(std::make_shared<list_t>(std::move(l))), tuple_(tuple) {
+    for (const auto& e : as_list()) absorb(e);
+  }
+  value(dict_t d, bool ns = false)
+      : v_(std::make_shared<dict_t>(std::move(d))), ns_(ns), holds_ns_(ns) {
+    for (const auto& kv : as_dict()) absorb(kv.second);
+  }
   value(function f) : v_(std::make_shared<function>(std::move(f))) {}
   static value make_undefined(std::string name) { return value(undefined_t{std::move(name)}); }
   value(undefined_t u) : v_(std::move(u)) {}
@@ -119,6 +126,12 @@ class value {
     return false;
   }
 
+  /// How deeply lists and mappings nest inside this value (0 for a scalar), as computed when each
+  /// container was built; namespaces count as they were built (assignments into one are checked).
+  std::uint32_t depth() const { return depth_; }
+  /// Whether this value is, or holds, a namespace (the one mutable kind).
+  bool holds_namespace() const { return holds_ns_; }
+
   /// Python-style name of the type, for error messages.
   std::string type_name() const {
     switch (type()) {
@@ -145,9 +158,11 @@ class value {
   }
 
   /// Converts JSON into a value; objects keep the order the JSON type iterates them in, so pass
-  /// nlohmann::ordered_json to keep a document's own key order (as Python's json does).
+  /// nlohmann::ordered_json to keep a document's own key order (as Python's json does). Throws
+  /// tf::error for a document nested deeper than `max_depth`.
   template <class Json>
-  static value from_json(const Json& j) {
+  static value from_json(const Json& j, int max_depth = 256) {
+    if (max_depth < 0) throw tf::error("jinja: template variables are nested too deeply");
     switch (j.type()) {
       case Json::value_t::null:
         return value(none_t{});
@@ -168,13 +183,14 @@ class value {
       case Json::value_t::array: {
         list_t l;
         l.reserve(j.size());
-        for (const auto& e : j) l.push_back(from_json(e));
+        for (const auto& e : j) l.push_back(from_json(e, max_depth - 1));
         return value(std::move(l));
       }
       case Json::value_t::object: {
         dict_t d;
         d.reserve(j.size());
-        for (auto it = j.begin(); it != j.end(); ++it) d.emplace_back(it.key(), from_json(*it));
+        for (auto it = j.begin(); it != j.end(); ++it)
+          d.emplace_back(it.key(), from_json(*it, max_depth - 1));
         return value(std::move(d));
       }
       default:
@@ -197,11 +213,13 @@ class value {
         return as_string();
       case kind::list: {
         auto a = nlohmann::ordered_json::array();
+        detail::charge(1 + as_list().size());
         for (const auto& e : as_list()) a.push_back(e.to_json());
         return a;
       }
       case kind::dict: {
         auto r = nlohmann::ordered_json::object();
+        detail::charge(1 + as_dict().size());
         for (const auto& [k, v] : as_dict()) r[k] = v.to_json();
         return r;
       }
@@ -211,11 +229,18 @@ class value {
   }
 
  private:
+  void absorb(const value& e) {
+    depth_ = std::max(depth_, e.depth_ + 1);
+    holds_ns_ = holds_ns_ || e.holds_ns_;
+  }
+
   std::variant<undefined_t, none_t, bool, std::int64_t, double, std::string,
                std::shared_ptr<list_t>, std::shared_ptr<dict_t>, std::shared_ptr<function>>
       v_;
   bool tuple_ = false;
   bool ns_ = false;
+  bool holds_ns_ = false;
+  std::uint32_t depth_ = 0;
 };
 
 namespace detail {
@@ -296,6 +321,8 @@ inline std::string string_repr(const std::string& s) {
 
 /// Splits UTF-8 text into code points (Python indexes strings by code point).
 inline std::vector<std::string> code_points(std::string_view s) {
+  check_items(s.size() / 4);
+  charge(1 + s.size() / 4);
   std::vector<std::string> out;
   for (size_t i = 0; i < s.size();) {
     auto c = static_cast<unsigned char>(s[i]);
@@ -305,6 +332,28 @@ inline std::vector<std::string> code_points(std::string_view s) {
     i += n;
   }
   return out;
+}
+
+/// Byte offsets where each code point of UTF-8 text starts, then s.size() (the same boundaries
+/// code_points uses, without a string per code point).
+inline std::vector<std::uint32_t> cp_starts(std::string_view s) {
+  if (s.size() >= UINT32_MAX) throw tf::error("jinja: a string of {} bytes is too long", s.size());
+  charge(1 + s.size() / 64);
+  std::vector<std::uint32_t> out;
+  for (size_t i = 0; i < s.size();) {
+    out.push_back(static_cast<std::uint32_t>(i));
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+    if (i + n > s.size()) n = s.size() - i;
+    i += n;
+  }
+  out.push_back(static_cast<std::uint32_t>(s.size()));
+  return out;
+}
+
+/// Charges for searching `hay` for `needle` (std::string::find is quadratic at worst).
+inline void charge_search(std::size_t hay, std::size_t needle) {
+  charge(1 + hay / 64 + (hay / 64) * (needle / 64));
 }
 
 /// Number of code points in UTF-8 text.
@@ -351,7 +400,10 @@ inline std::string repr(const value& v) {
       const auto& l = v.as_list();
       for (size_t i = 0; i < l.size(); ++i) {
         if (i) out += ", ";
+        auto const before = out.size();
         out += repr(l[i]);
+        detail::charge(1 + (out.size() - before) / 64);
+        detail::check_bytes(out.size());
       }
       if (v.is_tuple() && l.size() == 1) out += ",";
       out += v.is_tuple() ? ")" : "]";
@@ -363,7 +415,10 @@ inline std::string repr(const value& v) {
       for (const auto& [k, e] : v.as_dict()) {
         if (!first) out += ", ";
         first = false;
+        auto const before = out.size();
         out += detail::string_repr(k) + ": " + repr(e);
+        detail::charge(1 + (out.size() - before) / 64);
+        detail::check_bytes(out.size());
       }
       return out + (v.is_namespace() ? "}>" : "}");
     }
@@ -391,6 +446,7 @@ inline bool equals(const value& a, const value& b) {
     case value::kind::list: {
       const auto &x = a.as_list(), &y = b.as_list();
       if (x.size() != y.size()) return false;
+      detail::charge(1 + x.size());
       for (size_t i = 0; i < x.size(); ++i)
         if (!equals(x[i], y[i])) return false;
       return true;
@@ -398,6 +454,7 @@ inline bool equals(const value& a, const value& b) {
     case value::kind::dict: {
       const auto &x = a.as_dict(), &y = b.as_dict();
       if (x.size() != y.size()) return false;
+      detail::charge(1 + x.size() * x.size() / 16);
       for (const auto& [k, e] : x) {
         const value* o = b.find(k);
         if (!o || !equals(e, *o)) return false;
@@ -422,6 +479,7 @@ inline int compare(const value& a, const value& b) {
   }
   if (a.is_list() && b.is_list()) {
     const auto &x = a.as_list(), &y = b.as_list();
+    detail::charge(1 + std::min(x.size(), y.size()));
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
       if (!equals(x[i], y[i])) return compare(x[i], y[i]);
     }

@@ -74,8 +74,9 @@ inline void parse_safetensors(const mapped_bytes& bytes, const std::string& wher
   std::vector<span_of> spans;
   for (auto const& [name, info] : header.items()) {
     if (name == "__metadata__") continue;
+    auto const& tensor_name = name;  // clang before 16 cannot capture a structured binding
     auto bad = [&](std::string_view what) {
-      return error("tf: {}: tensor \"{}\": expected {}", where, name, what);
+      return error("tf: {}: tensor \"{}\": expected {}", where, tensor_name, what);
     };
     if (!info.is_object() || !info.contains("dtype") || !info["dtype"].is_string() ||
         !info.contains("shape") || !info["shape"].is_array() || !info.contains("data_offsets") ||

@@ -4,6 +4,7 @@
 #include <tf/grammar/response_format.hpp>
 #include <tf/sample/defaults.hpp>
 #include <tf/sample/sampler.hpp>
+#include <tf/serve/detail/json_depth.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -198,6 +199,11 @@ namespace tf::serve {
 inline openai_request parse_openai_request(std::string const& text, bool chat,
                                            sample::sampling_defaults const& defaults = {}) {
   using nlohmann::json;
+  if (detail::json_depth(text, detail::max_request_depth) > detail::max_request_depth)
+    throw api_error(400,
+                    fmt::format("the request body nests deeper than {} arrays and objects",
+                                detail::max_request_depth),
+                    "invalid_request_error", "", "invalid_json");
   json body = json::parse(text, nullptr, false);
   if (body.is_discarded())
     throw api_error(400, "the request body is not valid JSON", "invalid_request_error", "",

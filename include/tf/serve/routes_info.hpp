@@ -2,6 +2,7 @@
 /// The routes around the completions: /health, /v1/models, /v1/load, /metrics, and llama-server's
 /// /tokenize and /detokenize.
 #include <tf/serve/completion_job.hpp>
+#include <tf/serve/detail/json_depth.hpp>
 #include <tf/serve/server_state.hpp>
 
 #include <httplib.h>
@@ -38,6 +39,9 @@ inline nlohmann::json defaults_json(sample::sampling_defaults const& d) {
 }
 
 inline nlohmann::json parse_body(std::string const& text) {
+  if (detail::json_depth(text, detail::max_request_depth) > detail::max_request_depth)
+    throw api_error(400, "the request body nests too deep", "invalid_request_error", "",
+                    "invalid_json");
   auto body = nlohmann::json::parse(text, nullptr, false);
   if (body.is_discarded() || !body.is_object())
     throw api_error(400, "the request body must be a JSON object", "invalid_request_error", "",

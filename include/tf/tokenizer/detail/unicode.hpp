@@ -31,7 +31,10 @@ inline decoded_cp decode_utf8(std::string_view s, std::size_t pos) {
   const auto b0 = static_cast<unsigned char>(s[pos]);
   if (b0 < 0x80) return {b0, 1};
   const std::size_t n = utf8_len(b0);
-  if (n == 1 || pos + n > s.size()) return {replacement_cp, 1};
+  // 0xF8..0xFF lead no sequence (utf8_len's table gives them 4, as llama.cpp's does for
+  // splitting): without this, F8-FF + 3 continuation bytes decoded as a code point and the
+  // "valid" bytes were copied out as they are, invalid UTF-8 (found by fuzz/targets/tokenizer).
+  if (n == 1 || b0 >= 0xF8 || pos + n > s.size()) return {replacement_cp, 1};
   char32_t cp = b0 & (0xFF >> (n + 1));
   for (std::size_t i = 1; i < n; ++i) {
     const auto b = static_cast<unsigned char>(s[pos + i]);
