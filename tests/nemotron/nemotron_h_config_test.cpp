@@ -115,12 +115,18 @@ TEST_CASE("a Nemotron-H config.json with a missing or wrong key says which") {
   // Keys only a layer kind needs are not asked for without that kind.
   c["layers_block_type"] = {"mamba", "attention", "mlp"};
   CHECK_NOTHROW(nemo::hparams_from_config(c));
-  // Latent MoE projections are read, and refused when binding.
+  // Latent MoE projections are read; a negative width is refused when binding.
   c = small_config();
   c["moe_latent_size"] = 16;
-  auto const hp = nemo::hparams_from_config(c);
+  auto hp = nemo::hparams_from_config(c);
   CHECK(hp.moe_latent_size == 16);
+  CHECK_NOTHROW(nemo::check_hparams(hp));
+  hp.moe_latent_size = -1;
   CHECK_THROWS_WITH(nemo::check_hparams(hp), Catch::Contains("latent"));
+  // An int key written as a float outside int's range is refused, naming the key.
+  c = small_config();
+  c["hidden_size"] = 6.5e35;
+  CHECK_THROWS_WITH(nemo::hparams_from_config(c), Catch::Contains("hidden_size"));
 }
 
 namespace {
