@@ -20,18 +20,6 @@ using nlohmann::json;
 
 namespace {
 
-bool ready_to_run() {
-  if (!fs::exists(default_model)) {
-    WARN("SKIP: the default model is absent: " << default_model);
-    return false;
-  }
-  if (!fs::exists(serve_binary())) {
-    WARN("SKIP: the serve binary is not built: " << serve_binary().string());
-    return false;
-  }
-  return true;
-}
-
 json post_json(int port, std::string const& path, json const& body) {
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(300);
@@ -45,7 +33,7 @@ json post_json(int port, std::string const& path, json const& body) {
 }  // namespace
 
 TEST_CASE("the real model: the openai client's extra fields, --alias, CORS and sampling flags") {
-  if (!ready_to_run()) return;
+  if (!real_model_ready()) return;
   if (!have_python_openai()) {
     WARN("SKIP: python3 has no openai package");
     return;
@@ -76,7 +64,7 @@ TEST_CASE("the real model: the openai client's extra fields, --alias, CORS and s
 }
 
 TEST_CASE("the real model: --chat-template replaces the template; one that does not parse stops") {
-  if (!ready_to_run()) return;
+  if (!real_model_ready()) return;
   auto const dir = fs::temp_directory_path() / ("tf_live_api_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   {

@@ -44,6 +44,19 @@ inline std::string read_file(fs::path const& p) {
   return ss.str();
 }
 
+/// The default model and the serve binary are there (a test that needs them says SKIP if not).
+inline bool real_model_ready() {
+  if (!fs::exists(default_model)) {
+    WARN("SKIP: the default model is absent: " << default_model);
+    return false;
+  }
+  if (!fs::exists(serve_binary())) {
+    WARN("SKIP: the serve binary is not built: " << serve_binary().string());
+    return false;
+  }
+  return true;
+}
+
 inline bool have_python_openai() {
   return std::system("python3 -c 'import openai' >/dev/null 2>&1") == 0;
 }

@@ -32,18 +32,6 @@ using namespace tf::test::live;
 
 namespace {
 
-bool real_model_ready() {
-  if (!fs::exists(default_model)) {
-    WARN("SKIP: the default model is absent: " << default_model);
-    return false;
-  }
-  if (!fs::exists(serve_binary())) {
-    WARN("SKIP: the serve binary is not built: " << serve_binary().string());
-    return false;
-  }
-  return true;
-}
-
 /// The tiny fixture GGUFs (fixtures/<family>/tiny*/tiny*.gguf or fixtures/*/tiny*.gguf) that carry
 /// a tokenizer, so serve can take text; the rest are named in `skipped`.
 std::vector<fs::path> tiny_fixtures_with_tokenizer(std::vector<std::string>& skipped) {
