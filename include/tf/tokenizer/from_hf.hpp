@@ -65,6 +65,18 @@ inline std::int32_t token_by_text(const vocab& v, const nlohmann::json& entry) {
 
 }  // namespace detail
 
+namespace detail {
+
+/// A token id from tokenizer.json: an integer (a float there is malformed input, and converting
+/// it would be undefined behaviour).
+inline std::int64_t token_id(nlohmann::json const& v) {
+  if (!v.is_number_integer())
+    throw tf::error("tokenizer: tokenizer.json token id {} is not an integer", v.dump());
+  return v.get<std::int64_t>();
+}
+
+}  // namespace detail
+
 /// The vocab of a parsed tokenizer.json; `config` (tokenizer_config.json, may be null) gives
 /// bos_token, eos_token, add_bos_token and add_eos_token.
 inline vocab vocab_from_hf_json(const nlohmann::json& j, const nlohmann::json& config = nullptr) {
@@ -89,10 +101,9 @@ inline vocab vocab_from_hf_json(const nlohmann::json& j, const nlohmann::json& c
   v.ignore_merges = model.value("ignore_merges", false);
   std::int64_t max_id = -1;
   for (const auto& [text, id] : model.at("vocab").items())
-    max_id = std::max(max_id, id.get<std::int64_t>());
+    max_id = std::max(max_id, detail::token_id(id));
   if (j.contains("added_tokens")) {
-    for (const auto& t : j["added_tokens"])
-      max_id = std::max(max_id, t.at("id").get<std::int64_t>());
+    for (const auto& t : j["added_tokens"]) max_id = std::max(max_id, detail::token_id(t.at("id")));
   }
   if (max_id < 0 || max_id > (std::int64_t{1} << 26)) {
     throw tf::error("tokenizer: tokenizer.json has a bad largest token id {}", max_id);
@@ -105,11 +116,11 @@ inline vocab vocab_from_hf_json(const nlohmann::json& j, const nlohmann::json& c
     v.types[static_cast<std::size_t>(id)] = t;
   };
   for (const auto& [text, id] : model.at("vocab").items()) {
-    place(id.get<std::int64_t>(), text, token_type::normal);
+    place(detail::token_id(id), text, token_type::normal);
   }
   if (j.contains("added_tokens")) {
     for (const auto& t : j["added_tokens"]) {
-      place(t.at("id").get<std::int64_t>(), t.at("content").get<std::string>(),
+      place(detail::token_id(t.at("id")), t.at("content").get<std::string>(),
             t.value("special", false) ? token_type::control : token_type::user_defined);
     }
   }
