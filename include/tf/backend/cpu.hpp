@@ -388,17 +388,10 @@ class cpu {
     if (static_cast<std::int64_t>(decay.size()) != d || states.layout().floats != d)
       throw error("tf: a recurrence of width {} with {} decays over states of {}", d, decay.size(),
                   states.layout().floats);
-    std::vector<std::int64_t> first(s.rows().size() + 1, 0);
-    for (std::size_t r = 0; r < s.rows().size(); ++r)
-      first[r + 1] = first[r] + static_cast<std::int64_t>(s.rows()[r].tokens.size());
-    per_row(static_cast<std::int64_t>(s.rows().size()), [&](std::int64_t r) {
-      auto const& row = s.rows()[static_cast<std::size_t>(r)];
-      if (row.state_slot < 0) throw error("tf: batch row {} has no state slot", r);
-      float* h = states.at(row.state_slot, layer);
-      if (row.start_pos == 0) std::fill_n(h, d, 0.0f);
-      for (std::int64_t t = first[static_cast<std::size_t>(r)];
-           t < first[static_cast<std::size_t>(r) + 1]; ++t) {
-        float* xt = this->row(x, t);
+    for_each_row(s, [&](batch_row const& r, std::int64_t first, std::int64_t n) {
+      float* h = slot(states, r, layer, 0, d);
+      for (std::int64_t t = first; t < first + n; ++t) {
+        float* xt = row(x, t);
         for (std::int64_t i = 0; i < d; ++i)
           xt[i] = h[i] = decay[static_cast<std::size_t>(i)] * h[i] + xt[i];
       }
