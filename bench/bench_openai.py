@@ -1,19 +1,26 @@
 """The openai client at concurrency 1, 2, 4, 8 against tf's serve and llama.cpp's llama-server.
 
-python3 bench/bench_openai.py [--serve build/apps/serve] [--model GGUF] [--parallel 4]
+python3 bench/bench_openai.py [--serve build-bench/apps/serve] [--model GGUF] [--parallel 4 8]
     [--context 2048] [--threads N] [--requests 16] [--max-tokens 32]
-    [--llama-server /tmp/llama-build/build/bin/llama-server] [--no-llama] [--no-tf]
+    [--llama-server PATH | --llama-build NAME] [--no-llama] [--no-tf] [--write]
 
-Starts each server on a free loopback port with the same model, --parallel and context
-(llama-server: `-np P -c P*context`, its context is shared by its slots), sends `--requests`
-streamed greedy chat requests per concurrency level, and reports aggregate generated tokens/s,
-time to first token, inter-token gaps (p50/p99) and how many replies differ from the same
-prompt's reply at concurrency 1. Prints a Markdown table. bench/build_llama_server.sh builds
-llama-server from the llama-cpp-python sdist.
+For each --parallel value, starts each server on a free loopback port with the same model,
+--parallel and context (llama-server: `-np P -c P*context`, its context is shared by its slots),
+sends `--requests` streamed greedy chat requests per concurrency level, and reports aggregate
+generated tokens/s, time to first token, inter-token gaps (p50/p99) and how many replies differ
+from the same prompt's reply at concurrency 1, and each server's VmRSS and VmHWM (/proc) after its
+last level. Prints Markdown tables; --write also puts them into bench/RESULTS.md between the
+bench_openai markers.
+
+llama-server comes from bench/build_llama_cpp.sh: by default the build that bench/cpu_decode.py
+found fastest (best.txt in the cache, ~/.cache/tf-bench), else clang-amx, else gcc-avx512.
 """
 
 import argparse
+import datetime
 import os
+import pathlib
+import re
 import shutil
 import socket
 import statistics
@@ -139,7 +146,18 @@ def run_level(base, model, conc, n, max_tokens, solo):
     }
 
 
-def bench_server(name, cmd, base, args):
+def proc_memory(pid):
+    """VmRSS and VmHWM of a running process, in MB (1e6 bytes)."""
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            m = re.match(r"(VmRSS|VmHWM):\s+(\d+) kB", line)
+            if m:
+                out[m.group(1)] = int(m.group(2)) * 1024 / 1e6
+    return out
+
+
+def bench_server(name, cmd, base, args, memory):
     print(f"# {name}: {' '.join(cmd)}", file=sys.stderr)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rows = []
@@ -156,6 +174,9 @@ def bench_server(name, cmd, base, args):
             print(f"# {name} c={conc}: {r['tok_s']:.1f} tok/s, {r['errors']} failed, "
                   f"{r['differ']} differ from solo "
                   f"{r['first_error'][:200]}", file=sys.stderr)
+        memory.update(proc_memory(proc.pid))
+        print(f"# {name}: VmRSS {memory.get('VmRSS', 0):.0f} MB, VmHWM {memory.get('VmHWM', 0):.0f} MB",
+              file=sys.stderr)
     finally:
         proc.terminate()
         try:
@@ -165,56 +186,118 @@ def bench_server(name, cmd, base, args):
     return rows
 
 
+def default_llama_server():
+    cache = pathlib.Path(os.environ.get("TF_BENCH_CACHE") or os.path.expanduser("~/.cache/tf-bench"))
+    names = []
+    if (cache / "best.txt").is_file():
+        names.append((cache / "best.txt").read_text().strip())
+    names += ["clang-amx", "gcc-avx512"]
+    for n in names:
+        p = cache / f"llama-{n}" / "build" / "bin" / "llama-server"
+        status = cache / f"llama-{n}" / "status.txt"
+        if p.is_file() and not (status.is_file() and status.read_text().startswith(("crash", "fail"))):
+            return str(p)
+    return str(cache / "llama-clang-amx" / "build" / "bin" / "llama-server")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--serve", default="build/apps/serve")
+    ap.add_argument("--serve", default="build-bench/apps/serve")
     ap.add_argument("--model", default=DEFAULT_MODEL)
-    ap.add_argument("--parallel", type=int, default=4)
+    ap.add_argument("--parallel", type=int, nargs="+", default=[4, 8])
     ap.add_argument("--context", type=int, default=2048)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--requests", type=int, default=16)
     ap.add_argument("--max-tokens", type=int, default=32)
-    ap.add_argument("--llama-server", default="/tmp/llama-build/build/bin/llama-server")
+    ap.add_argument("--llama-server", default=None, help="llama-server binary (default: see above)")
+    ap.add_argument("--llama-build", default=None, help="a build name of bench/build_llama_cpp.sh")
     ap.add_argument("--no-llama", action="store_true")
     ap.add_argument("--no-tf", action="store_true")
+    ap.add_argument("--write", action="store_true", help="write the tables into bench/RESULTS.md")
     args = ap.parse_args()
+    if args.llama_build:
+        cache = pathlib.Path(os.environ.get("TF_BENCH_CACHE") or os.path.expanduser("~/.cache/tf-bench"))
+        args.llama_server = str(cache / f"llama-{args.llama_build}" / "build" / "bin" / "llama-server")
+    elif not args.llama_server:
+        args.llama_server = default_llama_server()
 
-    rows = []
-    port = free_port()
-    if not args.no_tf:
-        rows += bench_server(
-            "tf serve",
-            [args.serve, args.model, "--parallel", str(args.parallel), "--context",
-             str(args.context), "--threads", str(args.threads), "--port", str(port)],
-            f"http://127.0.0.1:{port}",
-            args,
-        )
-    if not args.no_llama:
-        if os.path.exists(args.llama_server):
+    started = datetime.datetime.now()
+    load_before = os.getloadavg()
+    rows, mem = [], []
+    for par in args.parallel:
+        if not args.no_tf:
             port = free_port()
-            # llama-server's -c is the whole context, split evenly over its -np slots.
-            rows += bench_server(
-                "llama-server",
-                [args.llama_server, "-m", args.model, "-np", str(args.parallel), "-c",
-                 str(args.context * args.parallel), "-t", str(args.threads), "--host",
-                 "127.0.0.1", "--port", str(port)],
-                f"http://127.0.0.1:{port}",
-                args,
-            )
-        else:
-            print(f"# llama-server is not built at {args.llama_server} "
-                  "(bench/build_llama_server.sh)", file=sys.stderr)
+            m = {}
+            rows += [dict(r, parallel=par) for r in bench_server(
+                "tf serve",
+                [args.serve, args.model, "--parallel", str(par), "--context", str(args.context),
+                 "--threads", str(args.threads), "--port", str(port)],
+                f"http://127.0.0.1:{port}", args, m)]
+            mem.append(("tf serve", par, m))
+        if not args.no_llama:
+            if os.path.exists(args.llama_server):
+                port = free_port()
+                m = {}
+                # llama-server's -c is the whole context, split evenly over its -np slots.
+                rows += [dict(r, parallel=par) for r in bench_server(
+                    "llama-server",
+                    [args.llama_server, "-m", args.model, "-np", str(par), "-c",
+                     str(args.context * par), "-t", str(args.threads), "--host", "127.0.0.1",
+                     "--port", str(port)],
+                    f"http://127.0.0.1:{port}", args, m)]
+                mem.append(("llama-server", par, m))
+            else:
+                print(f"# llama-server is not built at {args.llama_server} "
+                      "(bench/build_llama_cpp.sh)", file=sys.stderr)
+    load_after = os.getloadavg()
 
-    print(f"{args.requests} streamed greedy chat requests x {args.max_tokens} tokens per level; "
-          f"--parallel {args.parallel}, --context {args.context}, {args.threads} threads, "
-          f"{os.path.basename(args.model)}.\n")
-    print("| server | concurrency | tokens/s | TTFT p50 ms | TTFT p99 ms | inter-token p50 ms "
-          "| inter-token p99 ms | failed | replies != solo |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    build_name = pathlib.Path(args.llama_server).parents[2].name.removeprefix("llama-")
+    cmd_line = "python3 bench/bench_openai.py " + " ".join(sys.argv[1:])
+    out = [
+        "<!-- bench_openai:begin (written by bench/bench_openai.py --write) -->",
+        "## Serving: the openai client against tf serve and llama-server (default model, CPU)",
+        "",
+        f"`{cmd_line.strip()}`, {started:%Y-%m-%d %H:%M}; load average {load_before[0]:.2f} before, "
+        f"{load_after[0]:.2f} after. {args.requests} streamed greedy chat requests of up to "
+        f"{args.max_tokens} tokens per concurrency level; --context {args.context} per stream, "
+        f"{args.threads} threads, {os.path.basename(args.model)}. llama-server: "
+        f"`{args.llama_server}` (build `{build_name}` of bench/build_llama_cpp.sh), "
+        f"`-np P -c P*{args.context}`. tokens/s is generated tokens over the level's wall time; TTFT "
+        "and inter-token gaps at the client; \"replies != solo\" counts replies that differ from "
+        "the same prompt's reply at concurrency 1. One run.",
+        "",
+        "| server | --parallel | concurrency | tokens/s | TTFT p50 ms | TTFT p99 ms | inter-token p50 ms "
+        "| inter-token p99 ms | failed | replies != solo |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        print(f"| {r['server']} | {r['conc']} | {r['tok_s']:.1f} | {r['ttft50']:.0f} | "
-              f"{r['ttft99']:.0f} | {r['itl50']:.1f} | {r['itl99']:.1f} | {r['errors']} | "
-              f"{r['differ']} |")
+        out.append(f"| {r['server']} | {r['parallel']} | {r['conc']} | {r['tok_s']:.1f} | "
+                   f"{r['ttft50']:.0f} | {r['ttft99']:.0f} | {r['itl50']:.1f} | {r['itl99']:.1f} | "
+                   f"{r['errors']} | {r['differ']} |")
+    by = {(r["server"], r["parallel"], r["conc"]): r["tok_s"] for r in rows}
+    ratios = []
+    for par in args.parallel:
+        cs = sorted({r["conc"] for r in rows if r["parallel"] == par})
+        if all(("tf serve", par, c) in by and ("llama-server", par, c) in by for c in cs) and cs:
+            ratios.append(f"--parallel {par}: " + ", ".join(
+                f"c={c} {by[('tf serve', par, c)] / by[('llama-server', par, c)]:.2f}x" for c in cs))
+    if ratios:
+        out += ["", "tf serve / llama-server tokens/s: " + "; ".join(ratios) + "."]
+    if mem:
+        out += ["", "Resident memory after the last level (/proc/PID/status, MB):", "",
+                "| server | --parallel | VmRSS | VmHWM |", "|---|---|---|---|"]
+        for name, par, m in mem:
+            out.append(f"| {name} | {par} | {m.get('VmRSS', float('nan')):.0f} | "
+                       f"{m.get('VmHWM', float('nan')):.0f} |")
+    out.append("<!-- bench_openai:end -->")
+    block = "\n".join(out)
+    print(block)
+    if args.write:
+        res = pathlib.Path(__file__).resolve().parent / "RESULTS.md"
+        old = res.read_text() if res.exists() else "# Benchmark results\n"
+        pat = re.compile(r"<!-- bench_openai:begin.*?<!-- bench_openai:end -->", re.S)
+        new = pat.sub(lambda _: block, old) if pat.search(old) else old.rstrip() + "\n\n" + block + "\n"
+        res.write_text(new)
     return 0
 
 

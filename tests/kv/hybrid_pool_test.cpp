@@ -44,10 +44,10 @@ TEST_CASE("a kept prompt keeps its slot; it is reclaimed when a stream needs one
   p.start(1, iota(9));
   p.hold(1, 10);
   auto k = p.keep(1, iota(9));
-  CHECK(k.tokens == 8);
+  CHECK(k.tokens == 9);
   CHECK(k.slot_kept);
   auto c = p.census();
-  CHECK(c.line() == "promised 0, free 6 + store 2 == total 8; slots free 1 + held 1 == 2");
+  CHECK(c.line() == "promised 0, free 5 + store 3 == total 8; slots free 1 + held 1 == 2");
   CHECK(c.slots_store == 1);
   CHECK(c.balanced());
   // The kept slot counts as room: two new streams fit, and the second reclaims it.
@@ -81,4 +81,50 @@ TEST_CASE("a hybrid stream reuses a kept prompt only whole, and starts from its 
   diverging.push_back(-5);
   REQUIRE(p.promise(3, 12));
   CHECK(p.start(3, diverging).tokens == 0);  // 6 shared tokens, but the state is at 8
+}
+
+TEST_CASE("keep_prefix: a prefix of a stream's tokens kept with a slot of its own") {
+  tf::kv::hybrid_pool p({{.page_tokens = 4, .total_pages = 8}, 3, 64});
+  REQUIRE(p.promise(1, 12));
+  p.start(1, iota(6));
+  p.hold(1, 9);  // a 6-token prompt and 3 generated tokens
+  auto own = *p.stream_slot(1);
+  auto at = p.keep_prefix(1, iota(5));  // the state before the prompt's last token
+  REQUIRE(at >= 0);
+  CHECK(at != own);
+  CHECK(p.keep_prefix(1, iota(5)) == -1);  // already kept
+  auto k = p.keep(1, iota(9));
+  CHECK(k.slot_kept);
+  CHECK(p.store().size() == 2);  // a state at 5 and one at 9: neither covers the other
+  auto c = p.census();
+  CHECK(c.slots_store == 2);
+  CHECK(c.balanced());
+  // The same prompt again resumes at 5 with the prefix's state; the next turn at 9.
+  REQUIRE(p.promise(2, 8));
+  auto r = p.start(2, iota(6));
+  CHECK(r.tokens == 5);
+  CHECK(r.slot == at);
+  auto turn = iota(9);
+  turn.push_back(70);
+  REQUIRE(p.promise(3, 12));
+  auto r3 = p.start(3, turn);
+  CHECK(r3.tokens == 9);
+  CHECK(r3.slot == own);
+  // The shared partial pages are copied at the first hold.
+  CHECK(p.hold(2, 1));
+  CHECK(p.hold(3, 1));
+  p.release(2);
+  p.release(3);
+  // No free slot: nothing is kept (the store keeps what it has).
+  CHECK(p.store().size() == 1);  // stream 3 needed a slot: the least recently used entry went
+  REQUIRE(p.promise(4, 4));
+  p.start(4, tokens{1, 1});
+  p.hold(4, 2);
+  REQUIRE(p.promise(5, 4));
+  p.start(5, tokens{2, 2});
+  CHECK(p.slot_set().free_count() == 0);
+  CHECK(p.keep_prefix(4, tokens{1}) == -1);
+  p.release(4);
+  p.release(5);
+  CHECK(p.census().balanced());
 }

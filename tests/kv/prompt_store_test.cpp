@@ -24,12 +24,31 @@ TEST_CASE("best match gives the longest usable prefix, in whole pages") {
   REQUIRE(capped);
   CHECK(capped->tokens == 3);
   CHECK_FALSE(s.best(tokens{7, 7, 7}, 2, {0, false}));
-  // Whole-only (a recurrent state exists only at the entry's end): b is not a prefix of p.
+  // Whole-only (a recurrent state exists only at the entry's end, and only where it kept one).
   CHECK_FALSE(s.best(p, 8, {4, true}));
+  CHECK_FALSE(s.best(tokens{1, 2, 9, 9, 5}, 4, {4, true}));  // b kept no state
+  auto c = s.add(tokens{1, 2, 9, 9}, {12}, 3);
   auto w = s.best(tokens{1, 2, 9, 9, 5}, 4, {4, true});
   REQUIRE(w);
-  CHECK(w->entry == b);
+  CHECK(w->entry == c);
   CHECK(w->tokens == 4);
+  CHECK(s.best(tokens{1, 2, 9, 9, 5}, 4, {0, false})->tokens == 4);
+  CHECK(b != c);
+}
+
+TEST_CASE("covering: a longer entry without a state gives all a shorter one would") {
+  tf::kv::prompt_store s;
+  auto shorter = s.add(tokens{1, 2, 3}, {10}, -1);
+  auto stateful = s.add(tokens{1, 2}, {10}, 5);
+  CHECK(s.find_covering(tokens{1, 2}) == shorter);
+  CHECK_FALSE(s.find_covering(tokens{1, 2, 3, 4}));
+  auto covered = s.covered_by(tokens{1, 2, 3, 4});
+  REQUIRE(covered.size() == 1);  // the entry with a state keeps its own reuse point
+  CHECK(covered[0] == shorter);
+  CHECK(s.covered_by(tokens{1, 2, 3}).empty());  // equal is not covered
+  CHECK(tf::kv::is_prefix(tokens{1, 2}, tokens{1, 2, 3}));
+  CHECK_FALSE(tf::kv::is_prefix(tokens{1, 3}, tokens{1, 2, 3}));
+  CHECK(stateful != shorter);
 }
 
 TEST_CASE("the least recently used entry goes first; touching makes it recent") {

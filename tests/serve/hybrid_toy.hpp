@@ -8,6 +8,7 @@
 #include <tf/family.hpp>
 #include <tf/kv/hybrid_pool.hpp>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -54,6 +55,19 @@ class hybrid_toy_model {
     ++copies_;
     if (!drop_copies)
       states_[static_cast<std::size_t>(to)] = states_[static_cast<std::size_t>(from)];
+  }
+
+  /// Page `to` takes page `from`'s hashes.
+  void copy_page(std::int32_t from, std::int32_t to) {
+    if (from < 0 || to < 0 || static_cast<std::size_t>(from) >= pages_ ||
+        static_cast<std::size_t>(to) >= pages_)
+      throw error("tf: hybrid toy model: page copy {} -> {} outside the pool of {}", from, to,
+                  pages_);
+    std::copy_n(
+        hashes_.begin() +
+            static_cast<std::ptrdiff_t>(static_cast<std::size_t>(from) * page_tokens_),
+        page_tokens_,
+        hashes_.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(to) * page_tokens_));
   }
 
   /// A broken model for negative tests: copy_state does nothing.

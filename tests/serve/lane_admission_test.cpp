@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -154,22 +155,29 @@ TEST_CASE("a prompt sharing a kept prefix starts from its pages") {
   lane.on_tokens(1, 45);
   std::vector<std::int32_t> kept(lane.page_table(1).begin(), lane.page_table(1).end());
   auto k = lane.finish(1, true);
-  CHECK(k.tokens == 32);
-  CHECK(lane.load().pages_store == 2);
+  CHECK(k.tokens == 40);  // the prompt to the token
+  CHECK(lane.load().pages_store == 3);
   auto next = prompt_of(40);
   next[35] = -7;
   auto r = lane.submit({2, next, 10});
   REQUIRE(r.status == submit_status::admitted);
-  CHECK(r.reused_tokens == 32);
-  REQUIRE(lane.page_table(2).size() == 2);
-  CHECK(lane.page_table(2)[0] == kept[0]);
-  CHECK(lane.page_table(2)[1] == kept[1]);
+  CHECK(r.reused_tokens == 35);
+  REQUIRE(lane.page_table(2).size() == 3);
+  CHECK(std::ranges::equal(lane.page_table(2), kept));
   auto fresh = lane.submit({3, prompt_of(40, 1000), 10});
   CHECK(fresh.reused_tokens == 0);
-  lane.finish(2, true);
+  // Token 35 goes into the third page, which the kept prompt still has: copy it first.
+  auto copy = lane.on_tokens(2, 5);
+  REQUIRE(copy);
+  CHECK(copy->from == kept[2]);
+  CHECK(lane.page_table(2)[2] == copy->to);
+  CHECK_FALSE(lane.on_tokens(2, 1));
+  std::vector<std::int32_t> written(next.begin(), next.end());
+  written.push_back(5);  // one generated token in the KV
+  CHECK(lane.finish(2, written).tokens == 41);
   auto c = require_stop_census(lane, log);
-  CHECK(c.store == 2);
-  CHECK(c.line() == "promised 0, free 14 + store 2 == total 16");
+  CHECK(c.store == 4);  // two kept sequences share two pages
+  CHECK(c.line() == "promised 0, free 12 + store 4 == total 16");
 }
 
 TEST_CASE("property: promised never exceeds the ledger's room; free + store == total at rest") {
@@ -297,8 +305,8 @@ TEST_CASE("hybrid: slots run out before pages, and the request waits; census has
   CHECK(lane.census().line() ==
         "promised 6, free 51 + store 0 == total 51; slots free 0 + held 3 == 3");
   lane.on_tokens(1, 32);
-  CHECK(lane.finish(1, true).tokens ==
-        16);  // keeps one page and its state slot: the slot is reclaimable room
+  // Keeps the prompt's pages and its state slot: the slot is reclaimable room.
+  CHECK(lane.finish(1, true).tokens == 20);
   auto a = lane.admit_waiting();
   REQUIRE(a.size() == 1);
   CHECK(a[0].id == 4);
@@ -306,7 +314,7 @@ TEST_CASE("hybrid: slots run out before pages, and the request waits; census has
   lane.on_tokens(2, 32);
   lane.finish(2, true);
   auto c = require_stop_census(lane, log);
-  CHECK(c.line() == "promised 0, free 50 + store 1 == total 51; slots free 2 + held 1 == 3");
+  CHECK(c.line() == "promised 0, free 49 + store 2 == total 51; slots free 2 + held 1 == 3");
 }
 
 TEST_CASE("a family without per-request admission promises a whole lane per request") {

@@ -107,8 +107,9 @@ std::vector<std::int32_t> fresh(std::string const& text, int max_tokens) {
 }  // namespace
 
 TEST_CASE("hybrid: a resumed prompt (kept pages and state) equals a fresh one") {
-  // 101 tokens (BOS + 100): the keep stores 96, so the snapshot is taken mid-prompt; 96 tokens:
-  // the snapshot is the prompt's end.
+  // The snapshot is the state before the prompt's last token, so the same prompt again reuses
+  // all but that token; a longer one reuses as much. 101 tokens cross a 16-token page, 96 end on
+  // one (the kept prefix of 95 ends inside a page either way: its last page is copied).
   for (std::size_t base_len : {100u, 95u}) {
     INFO("base of " << base_len + 1 << " tokens");
     std::string const base(base_len, 'r');
@@ -122,9 +123,9 @@ TEST_CASE("hybrid: a resumed prompt (kept pages and state) equals a fresh one") 
     CHECK(first == fresh_a);
     CHECK(again == fresh_a);
     CHECK(longer == fresh_b);
-    // 96 tokens came from the store for "longer" (and for "again" when it is longer than 96).
+    // All but the prompt's last token came from the store for "again" and for "longer".
     auto const reused = h.stats().prompt_tokens_reused.load();
-    CHECK(reused == (base_len == 100 ? 2u * 96u : 96u));
+    CHECK(reused == 2u * base_len);
     CHECK(h.stats().prompt_tokens.load() + reused == 2 * (base_len + 1) + base_len + 5);
     CHECK(model.copies() > 0);
     auto c = require_stop_census(h, 64, 3);
@@ -134,14 +135,21 @@ TEST_CASE("hybrid: a resumed prompt (kept pages and state) equals a fresh one") 
 }
 
 TEST_CASE("hybrid: one pool slot, the stream takes the kept state's slot over") {
+  // With no slot free for the prompt's own entry only the whole sequence is kept (its state is
+  // the stream's slot); a next turn that continues it reuses all of it.
   std::string const base(100, 'q');
-  auto const fresh_b = fresh(base + "more", 20);
   hybrid_toy_model model(64, 16, 2);  // 1 pool slot, 1 snapshot slot
   host h(model, {1, 512, 8, 64});
-  drain(h.submit(make_request(base, 20)).stream);
-  auto longer = drain(h.submit(make_request(base + "more", 20)).stream).tokens;
-  CHECK(longer == fresh_b);
-  CHECK(h.stats().prompt_tokens_reused.load() == 96);
+  auto first = drain(h.submit(make_request(base, 20)).stream);
+  std::string said;
+  for (auto t : first.tokens) said += static_cast<char>(t);
+  auto const turn = base + said + "more";
+  auto const fresh_turn = fresh(turn, 20);
+  auto next = drain(h.submit(make_request(turn, 20)).stream).tokens;
+  CHECK(next == fresh_turn);
+  // The first reply's last token was sampled but never run, unless the reply ended on EOS.
+  auto const in_kv = 101 + first.tokens.size() - (first.reason == finish_reason::length ? 1 : 0);
+  CHECK(h.stats().prompt_tokens_reused.load() == in_kv);
   require_stop_census(h, 64, 1);
 }
 
@@ -153,7 +161,7 @@ TEST_CASE("hybrid: without the state copies a resumed prompt differs (the test c
   host h(model, {1, 512, 8, 64});
   drain(h.submit(make_request(base, 30)).stream);
   auto longer = drain(h.submit(make_request(base + "tail", 30)).stream).tokens;
-  CHECK(h.stats().prompt_tokens_reused.load() == 96);
+  CHECK(h.stats().prompt_tokens_reused.load() == 100);
   CHECK(longer != fresh_b);
   require_stop_census(h, 64, 3);
 }

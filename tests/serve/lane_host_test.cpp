@@ -93,6 +93,81 @@ TEST_CASE("a resumed prompt (prefix from the prompt store) equals a fresh one") 
   CHECK(c.store > 0);
 }
 
+namespace {
+
+// A chat of `turns` turns on one host: turn k's prompt is every earlier prompt and reply, then
+// a new line. Returns each turn's reply and the prompt tokens each turn read from the store.
+struct chat_run {
+  std::vector<std::vector<std::int32_t>> replies;
+  std::vector<std::uint64_t> reused;
+  std::vector<std::size_t> in_kv;  // tokens the previous turn left in the KV
+  std::uint64_t page_copies = 0;
+};
+
+chat_run chat(int turns, bool drop_copies = false) {
+  toy_model model(64, 16);
+  model.drop_page_copies = drop_copies;
+  lane_host<toy_model, toy_family> host(model, {1, 512, 8, 64});
+  chat_run out;
+  std::string text = "system: be brief.";
+  std::size_t in_kv = 0;
+  for (int k = 0; k < turns; ++k) {
+    text += " user " + std::to_string(k) + ":";
+    auto const before = host.stats().prompt_tokens_reused.load();
+    auto r = drain(host.submit(make_request(text, 12)).stream);
+    out.reused.push_back(host.stats().prompt_tokens_reused.load() - before);
+    out.in_kv.push_back(in_kv);
+    // What the KV holds after the turn: the prompt, and the reply but its last sampled token
+    // (never run) unless the reply ended on the end token.
+    in_kv = 1 + text.size() + r.tokens.size() - (r.reason == finish_reason::length ? 1 : 0);
+    for (auto t : r.tokens) text += static_cast<char>(t);
+    out.replies.push_back(r.tokens);
+  }
+  out.page_copies = model.page_copies();
+  auto c = host.shutdown(0ms);
+  CHECK(c.balanced());
+  return out;
+}
+
+// The reply a fresh host gives for turn k's prompt.
+std::vector<std::vector<std::int32_t>> fresh_chat(int turns) {
+  std::vector<std::vector<std::int32_t>> out;
+  std::string text = "system: be brief.";
+  for (int k = 0; k < turns; ++k) {
+    text += " user " + std::to_string(k) + ":";
+    toy_model model(64, 16);
+    lane_host<toy_model, toy_family> host(model, {1, 512, 8, 64});
+    auto r = drain(host.submit(make_request(text, 12)).stream);
+    host.shutdown(0ms);
+    for (auto t : r.tokens) text += static_cast<char>(t);
+    out.push_back(r.tokens);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a 5-turn chat: turn k reads only its new tokens, and every reply equals a fresh one") {
+  auto const fresh = fresh_chat(5);
+  auto const run = chat(5);
+  REQUIRE(run.replies.size() == 5);
+  for (std::size_t k = 0; k < 5; ++k) {
+    INFO("turn " << k);
+    CHECK(run.replies[k] == fresh[k]);
+    // Everything the previous turn wrote, to the token: prompt and reply.
+    CHECK(run.reused[k] == run.in_kv[k]);
+  }
+  CHECK(run.reused[0] == 0);
+  CHECK(run.page_copies > 0);  // turns end inside a page: the next one copies it
+}
+
+TEST_CASE("a chat whose shared last pages are not copied gives other replies (the test can fail)") {
+  auto const fresh = fresh_chat(5);
+  auto const run = chat(5, true);
+  CHECK(run.page_copies > 0);
+  CHECK(run.replies != fresh);
+}
+
 TEST_CASE("refusals: context, whole pool, queue full, bad tokens") {
   toy_model model(8, 16);
   lane_host<toy_model, toy_family> host(model, {2, 256, 1, 64});

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -76,6 +77,22 @@ class toy_model {
   std::size_t num_pages() const { return pages_; }
   std::uint64_t forward_calls() const { return calls_; }
 
+  /// Page `to` takes page `from`'s hashes.
+  void copy_page(std::int32_t from, std::int32_t to) {
+    if (from < 0 || to < 0 || static_cast<std::size_t>(from) >= pages_ ||
+        static_cast<std::size_t>(to) >= pages_)
+      throw error("tf: toy model: page copy {} -> {} outside the pool of {}", from, to, pages_);
+    ++page_copies_;
+    if (drop_page_copies) return;
+    std::copy_n(
+        slots_.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(from) * page_tokens_),
+        page_tokens_,
+        slots_.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(to) * page_tokens_));
+  }
+  std::uint64_t page_copies() const { return page_copies_; }
+  /// A broken model for negative tests: copy_page does nothing.
+  bool drop_page_copies = false;
+
   /// Writes each row's hashes into its pages and one logits row per row (or per token).
   void forward(std::span<batch_row const> rows, float* logits) {
     ++calls_;
@@ -113,6 +130,7 @@ class toy_model {
   std::chrono::microseconds delay_;
   std::vector<std::uint64_t> slots_;  // [num_pages, page_tokens]
   std::uint64_t calls_ = 0;
+  std::uint64_t page_copies_ = 0;
 };
 
 /// Text <-> tokens for the toy model: one token per byte, a plain chat rendering (or, when

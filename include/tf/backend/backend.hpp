@@ -145,6 +145,7 @@ concept backend = requires {
   be.add_bias(x, v);
   be.rope(s, x, 1, rope_params{});
   be.kv_write(s, kv, 0, cx, cx);
+  kv.copy_page(std::int32_t{}, std::int32_t{});
   be.attend(s, ckv, 0, cx, x, attention_params{});
   be.glu(s, activation::silu, x, cx);
   be.glu_merged(s, activation::silu, cx, x);

@@ -116,6 +116,9 @@ class engine {
       throw error("tf: the '{}' family keeps no recurrent state", Family::name);
   }
 
+  /// Page `to` takes page `from`'s K and V in every layer (copy-on-write of a shared page).
+  void copy_page(std::int32_t from, std::int32_t to) { kv_.copy_page(from, to); }
+
   std::int64_t vocab_size() const { return model_.bound().hp.vocab_size; }
   hparams_type const& hparams() const { return model_.bound().hp; }
   weights const& bound_weights() const { return model_.bound(); }

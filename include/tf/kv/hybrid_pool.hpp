@@ -101,10 +101,11 @@ class hybrid_pool {
     return r;
   }
 
-  /// `n` more tokens of the stream arrived.
-  void hold(stream_id id, std::int64_t n) {
-    pages_.hold(id, n);
+  /// `n` more tokens of the stream arrive (the page to copy first, as paged_pool::hold).
+  std::optional<page_copy> hold(stream_id id, std::int64_t n) {
+    auto copy = pages_.hold(id, n);
     free_evicted_slots();
+    return copy;
   }
 
   /// Releases a stream's pages, slot and promise.
@@ -118,7 +119,22 @@ class hybrid_pool {
     done(pages);
   }
 
-  /// Keeps the stream's prompt (pages and state slot) in the store, then releases the rest.
+  /// Keeps a prefix of the stream's tokens in the store with a free slot of its own, which the
+  /// caller fills with the state at that prefix's end; -1 (nothing kept) when no slot is free.
+  std::int32_t keep_prefix(stream_id id, std::span<std::int32_t const> tokens) {
+    if (pages_.store().find_exact(tokens)) return -1;
+    auto s = slots_.take();
+    if (!s) return -1;
+    auto r = pages_.keep_prefix(id, tokens, *s);
+    if (!r.slot_kept) {
+      slots_.give_back(*s);
+      return -1;
+    }
+    return *s;
+  }
+
+  /// Keeps the stream's tokens (pages, and its slot: the state after them) in the store, then
+  /// releases the rest.
   keep_result keep(stream_id id, std::span<std::int32_t const> prompt) {
     auto pages = pages_.stream_promise(id);
     std::int32_t slot = -1;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -31,6 +32,14 @@ struct reuse_result {
   bool took_over = false;   // the kept entry was handed over whole (contiguous regions)
 };
 
+/// A page the caller must copy before the stream's next forward: the stream's reused prefix
+/// ends inside a shared page, so it writes its next tokens into a copy of it.
+struct page_copy {
+  std::int32_t from = -1;
+  std::int32_t to = -1;
+  friend bool operator==(page_copy const&, page_copy const&) = default;
+};
+
 /// A request to the prompt store for pages, and what it gave.
 struct reclaim_request {
   std::int64_t wanted = 0;   // pages asked for
@@ -39,15 +48,17 @@ struct reclaim_request {
   friend bool operator==(reclaim_request const&, reclaim_request const&) = default;
 };
 
-/// What keeping a finished stream's prompt did.
+/// What keeping a stream's tokens did.
 struct keep_result {
-  std::int64_t tokens = 0;  // leading prompt tokens now kept (whole pages only)
+  std::int64_t tokens = 0;  // leading tokens now kept
   bool new_entry = false;   // false: nothing to keep, or the same tokens were already kept
   bool slot_kept = false;   // the entry took the stream's recurrent-state slot
 };
 
 /// Fixed-size pages, per-stream page tables, promises (prompt + max tokens) and holds (pages taken
 /// as tokens arrive). Promises are asked of a `room` when counted, else of the pool's own total.
+/// Kept sequences are reused at any token count: whole pages are shared, and a prefix that ends
+/// inside a page shares that page until the stream's first hold, which copies it (page_copy).
 class paged_pool {
  public:
   using config = pool_config;
@@ -147,7 +158,7 @@ class paged_pool {
     auto limit =
         std::min<std::int64_t>(static_cast<std::int64_t>(prompt.size()) - 1, s.promise_tokens);
     if (limit <= 0) return {};
-    auto m = store_.best(prompt, limit, reuse_rule{cfg_.page_tokens, whole_only});
+    auto m = store_.best(prompt, limit, reuse_rule{0, whole_only});
     if (!m) return {};
     reuse_result r;
     r.tokens = m->tokens;
@@ -159,10 +170,12 @@ class paged_pool {
       r.slot = e.slot;
       r.took_over = true;
     } else {
+      // Every page the prefix touches is shared; a last, partial one is copied at the first hold.
       auto const& e = store_.get(m->entry);
-      auto k = static_cast<std::size_t>(m->tokens / cfg_.page_tokens);
+      auto k = static_cast<std::size_t>(pages_for(m->tokens));
       s.table.assign(e.pages.begin(), e.pages.begin() + static_cast<std::ptrdiff_t>(k));
       for (auto p : s.table) ref(p, +1, 0);
+      if (m->tokens % cfg_.page_tokens != 0) s.shared_tail = true;
       r.slot = e.slot;
       store_.touch(m->entry);
     }
@@ -170,8 +183,9 @@ class paged_pool {
     return r;
   }
 
-  /// `n` more tokens of the stream arrived: take the pages they need, within the promise.
-  void hold(stream_id id, std::int64_t n) {
+  /// `n` more tokens of the stream arrive: take the pages they need, within the promise. Returns
+  /// the page the caller must copy before writing them, when the stream's last page was shared.
+  std::optional<page_copy> hold(stream_id id, std::int64_t n) {
     auto& s = get(id, "hold");
     if (n < 0) throw error("tf::kv::paged_pool::hold: stream {}: negative token count {}", id, n);
     auto tokens = s.tokens + n;
@@ -180,6 +194,8 @@ class paged_pool {
           "tf::kv::paged_pool::hold: stream {} would hold {} tokens, past its promise of "
           "{} tokens ({} pages)",
           id, tokens, s.promise_tokens, s.promise);
+    std::optional<page_copy> copy;
+    if (s.shared_tail && n > 0) copy = own_tail(id, s);
     auto needed = pages_for(tokens);
     auto missing = needed - static_cast<std::int64_t>(s.table.size());
     if (missing > free_pages()) reclaim(missing - free_pages());
@@ -195,6 +211,7 @@ class paged_pool {
       s.table.push_back(p);
     }
     s.tokens = tokens;
+    return copy;
   }
 
   /// Releases a stream: its promise returns to the room, unshared pages to the free list.
@@ -207,28 +224,40 @@ class paged_pool {
     streams_.erase(it);
   }
 
-  /// Keeps the whole pages of the stream's prompt in the store (with `slot`, for hybrid pools),
-  /// then releases the stream.
-  keep_result keep(stream_id id, std::span<std::int32_t const> prompt, std::int32_t slot = -1) {
-    auto& s = get(id, "keep");
+  /// Keeps the stream's first `tokens` (what it wrote, at any count) in the store as an entry
+  /// sharing its pages, with `slot` (hybrid pools: the state at the entry's end). An entry
+  /// without a slot that a longer one covers is dropped: the longer one gives all it would.
+  keep_result keep_prefix(stream_id id, std::span<std::int32_t const> tokens,
+                          std::int32_t slot = -1) {
+    auto& s = get(id, "keep_prefix");
     keep_result r;
-    auto written = std::min<std::int64_t>(static_cast<std::int64_t>(prompt.size()), s.tokens);
-    auto kept = contiguous() ? written : written - written % cfg_.page_tokens;
+    auto kept = std::min<std::int64_t>(static_cast<std::int64_t>(tokens.size()), s.tokens);
     auto pages = static_cast<std::size_t>(pages_for(kept));
-    if (kept > 0 && pages <= s.table.size()) {
-      auto tokens = prompt.first(static_cast<std::size_t>(kept));
-      if (auto same = store_.find_exact(tokens)) {
-        store_.touch(*same);
-      } else {
-        std::vector<std::int32_t> entry_pages(s.table.begin(),
-                                              s.table.begin() + static_cast<std::ptrdiff_t>(pages));
-        for (auto p : entry_pages) ref(p, 0, +1);
-        store_.add({tokens.begin(), tokens.end()}, std::move(entry_pages), slot);
-        r.new_entry = true;
-        r.slot_kept = slot >= 0;
-      }
-      r.tokens = kept;
+    if (kept <= 0 || pages > s.table.size()) return r;
+    auto t = tokens.first(static_cast<std::size_t>(kept));
+    r.tokens = kept;
+    if (auto same = store_.find_exact(t)) {
+      store_.touch(*same);
+      return r;
     }
+    if (auto longer = slot < 0 ? store_.find_covering(t) : std::nullopt) {
+      store_.touch(*longer);
+      return r;
+    }
+    std::vector<std::int32_t> entry_pages(s.table.begin(),
+                                          s.table.begin() + static_cast<std::ptrdiff_t>(pages));
+    for (auto p : entry_pages) ref(p, 0, +1);
+    if (slot < 0)
+      for (auto covered : store_.covered_by(t)) drop_entry(covered);
+    store_.add({t.begin(), t.end()}, std::move(entry_pages), slot);
+    r.new_entry = true;
+    r.slot_kept = slot >= 0;
+    return r;
+  }
+
+  /// Keeps the stream's first `tokens` (keep_prefix), then releases the stream.
+  keep_result keep(stream_id id, std::span<std::int32_t const> tokens, std::int32_t slot = -1) {
+    auto r = keep_prefix(id, tokens, slot);
     release(id);
     return r;
   }
@@ -248,9 +277,7 @@ class paged_pool {
   bool evict_lru() {
     auto id = store_.lru();
     if (!id) return false;
-    auto e = store_.remove(*id);
-    for (auto p : e.pages) ref(p, 0, -1);
-    if (e.slot >= 0) evicted_slots_.push_back(e.slot);
+    drop_entry(*id);
     return true;
   }
 
@@ -291,7 +318,37 @@ class paged_pool {
     std::int64_t promise_tokens = 0;  // prompt + max tokens
     std::int64_t tokens = 0;          // tokens held so far
     std::vector<std::int32_t> table;  // page ids in token order
+    bool shared_tail = false;         // the last page is a kept entry's, to copy before writing
   };
+
+  // The stream's shared last page becomes its own: a copy of it (the caller copies the rows), or
+  // the page itself where no one else refers to it any more. A free page always exists when
+  // another stream shares it, since promises count every stream's table in full.
+  std::optional<page_copy> own_tail(stream_id id, stream& s) {
+    s.shared_tail = false;
+    auto const src = s.table.back();
+    auto const i = static_cast<std::size_t>(src);
+    if (stream_refs_[i] == 1 && store_refs_[i] == 0) return std::nullopt;
+    if (free_.empty()) reclaim(1);
+    if (stream_refs_[i] == 1 && store_refs_[i] == 0) return std::nullopt;
+    if (free_.empty())
+      throw error(
+          "tf::kv::paged_pool::hold: stream {} must copy its shared last page but no page is "
+          "free after reclaiming the store; promises no longer cover holds",
+          id);
+    auto dst = free_.back();
+    free_.pop_back();
+    ref(dst, +1, 0);
+    s.table.back() = dst;
+    ref(src, -1, 0);
+    return page_copy{src, dst};
+  }
+
+  void drop_entry(std::uint64_t entry) {
+    auto e = store_.remove(entry);
+    for (auto p : e.pages) ref(p, 0, -1);
+    if (e.slot >= 0) evicted_slots_.push_back(e.slot);
+  }
 
   void check_new(stream_id id, std::int64_t tokens, char const* what) const {
     if (tokens <= 0)

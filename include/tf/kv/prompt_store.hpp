@@ -33,6 +33,11 @@ struct reuse_rule {
   bool whole_only = false;       // a recurrent state exists only at the entry's end
 };
 
+/// How two token sequences relate: is `a` a prefix of `b` (equal counts)?
+inline bool is_prefix(std::span<std::int32_t const> a, std::span<std::int32_t const> b) {
+  return a.size() <= b.size() && std::ranges::equal(a, b.first(a.size()));
+}
+
 /// Kept prompt states. The store only keeps the list; the pool owns the page reference counts.
 /// Eviction is least recently used: a prefix that was reused (or kept) lately is the one most
 /// likely to be asked for again (a chat's next turn, a shared system prompt).
@@ -72,6 +77,23 @@ class prompt_store {
     for (auto const& e : entries_)
       if (std::ranges::equal(e.tokens, tokens)) return e.id;
     return std::nullopt;
+  }
+
+  /// An entry without a state slot whose tokens start with `tokens` (it gives all they would).
+  std::optional<std::uint64_t> find_covering(std::span<std::int32_t const> tokens) const {
+    for (auto const& e : entries_)
+      if (e.slot < 0 && is_prefix(tokens, e.tokens)) return e.id;
+    return std::nullopt;
+  }
+
+  /// Entries without a state slot whose tokens are a strict prefix of `tokens` (a longer entry
+  /// gives all they would, so they only hold pages).
+  std::vector<std::uint64_t> covered_by(std::span<std::int32_t const> tokens) const {
+    std::vector<std::uint64_t> out;
+    for (auto const& e : entries_)
+      if (e.slot < 0 && e.tokens.size() < tokens.size() && is_prefix(e.tokens, tokens))
+        out.push_back(e.id);
+    return out;
   }
 
   /// Marks an entry as just used.
@@ -115,8 +137,11 @@ class prompt_store {
     while (common < n &&
            e.tokens[static_cast<std::size_t>(common)] == prompt[static_cast<std::size_t>(common)])
       ++common;
+    // A recurrent state exists only at the entry's end, and only where it kept one.
     if (rule.whole_only)
-      return common == static_cast<std::int64_t>(e.tokens.size()) && common <= limit ? common : 0;
+      return e.slot >= 0 && common == static_cast<std::int64_t>(e.tokens.size()) && common <= limit
+                 ? common
+                 : 0;
     common = std::min(common, limit);
     if (rule.page_tokens > 0) common -= common % rule.page_tokens;
     return common;

@@ -16,13 +16,17 @@ namespace tf::serve {
 using tf::batch_row;
 
 /// A model the lane host can drive: a paged KV pool and one forward over many rows at once.
-/// forward() writes, row after row, one [vocab] logits row (or one per token with all_logits).
+/// forward() writes, row after row, one [vocab] logits row (or one per token with all_logits);
+/// copy_page(from, to) makes page `to` hold page `from`'s K and V (a shared page a stream
+/// writes into is copied first).
 template <class M>
-concept batched_model = requires(M& m, std::span<batch_row const> rows, float* logits) {
+concept batched_model = requires(M& m, std::span<batch_row const> rows, float* logits,
+                                 std::int32_t page) {
   { m.vocab_size() } -> std::convertible_to<std::size_t>;
   { m.page_tokens() } -> std::convertible_to<std::size_t>;
   { m.num_pages() } -> std::convertible_to<std::size_t>;
   m.forward(rows, logits);
+  m.copy_page(page, page);
 };
 
 /// A batched model with recurrent-state slots (a ledgerPool family with slots). Its forward

@@ -150,9 +150,13 @@ struct completion_job {
   nlohmann::json usage() const {
     std::size_t generated = 0;
     for (auto const& c : choices) generated += c.tokens.size();
+    // Every choice reads the same prompt; the first one's reuse is the request's.
+    std::size_t cached =
+        choices.empty() || !choices[0].stream ? 0 : choices[0].stream->cached_tokens();
     return {{"prompt_tokens", prompt_tokens},
             {"completion_tokens", generated},
-            {"total_tokens", prompt_tokens + generated}};
+            {"total_tokens", prompt_tokens + generated},
+            {"prompt_tokens_details", {{"cached_tokens", cached}}}};
   }
 
   /// tf's block for one choice: SHA-256 of its token ids, their count, and its seed.

@@ -1,15 +1,13 @@
 #pragma once
-/// The OpenAI-compatible HTTP API over a served_model: the server, its connection cap, API-key
-/// auth, CORS, body limits and timeouts. The routes live in routes_completions.hpp (chat and text
+/// The OpenAI-compatible HTTP API over a served_model: the server, its connection gate (limits
+/// and timeouts, detail/connection_gate.hpp), API-key auth, CORS and body limits. The routes live in routes_completions.hpp (chat and text
 /// completions) and routes_info.hpp (health, models, load, metrics, tokenize, detokenize).
 #include <tf/serve/openai_request.hpp>
 #include <tf/serve/served_model.hpp>
 #include <tf/serve/server_state.hpp>
 
-// httplib's default backlog of 5 drops connections when many clients connect at once.
-#ifndef CPPHTTPLIB_LISTEN_BACKLOG
-#define CPPHTTPLIB_LISTEN_BACKLOG 512
-#endif
+#include <tf/serve/detail/connection_gate.hpp>
+
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
@@ -18,6 +16,8 @@
 
 #include <fmt/format.h>
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <memory>
 #include <string>
@@ -25,41 +25,38 @@
 
 namespace tf::serve {
 
-/// True on a thread answering a connection over the cap (set by capped_task_queue).
-inline thread_local bool tl_over_connection_cap = false;
+using detail::connection_limits;
 
-/// httplib's task queue with a cap: the first `cap` open connections run on the serving pool;
-/// any more run on a small overflow pool whose requests are answered 503 + Retry-After, so a
-/// client over the cap hears why instead of waiting in an unseen queue.
-class capped_task_queue final : public httplib::TaskQueue {
+/// httplib's server with every accepted socket handed to the connection gate, which calls back
+/// into process_request once a whole request has arrived (httplib's own loop would hold a thread
+/// per connection for as long as the client keeps it open).
+class gated_http final : public httplib::Server {
  public:
-  capped_task_queue(std::size_t cap, std::size_t overflow)
-      : cap_(cap), main_(cap), over_(overflow) {}
-
-  void enqueue(std::function<void()> fn) override {
-    if (open_.fetch_add(1) < cap_) {
-      main_.enqueue([this, fn = std::move(fn)] {
-        fn();
-        open_.fetch_sub(1);
-      });
-      return;
-    }
-    open_.fetch_sub(1);
-    over_.enqueue([fn = std::move(fn)] {
-      tl_over_connection_cap = true;
-      fn();
-      tl_over_connection_cap = false;
-    });
+  explicit gated_http(detail::connection_gate& gate) : gate_(gate) {
+    new_task_queue = [this] { return new inline_queue(gate_); };
   }
-  void shutdown() override {
-    main_.shutdown();
-    over_.shutdown();
+  /// Serves one request from `s`; the gate's serve callback.
+  bool serve_one(httplib::Stream& s, bool close_connection, bool& closed) {
+    return process_request(s, close_connection, closed, nullptr);
+  }
+  /// The listening socket's accept queue: httplib 0.11's compiled library listens with 5.
+  void set_backlog(int n) {
+    if (svr_sock_ != INVALID_SOCKET) ::listen(svr_sock_, n);
   }
 
  private:
-  std::size_t cap_;
-  std::atomic<std::size_t> open_{0};
-  httplib::ThreadPool main_, over_;
+  // The accept loop's queue: hands the socket on at once; shutdown stops the gate.
+  struct inline_queue final : httplib::TaskQueue {
+    explicit inline_queue(detail::connection_gate& g) : g_(g) { g_.start(); }
+    void enqueue(std::function<void()> fn) override { fn(); }
+    void shutdown() override { g_.stop(); }
+    detail::connection_gate& g_;
+  };
+  bool process_and_close_socket(socket_t sock) override {
+    gate_.admit(sock);
+    return true;
+  }
+  detail::connection_gate& gate_;
 };
 
 /// Compares two strings in time that depends only on their lengths.
@@ -77,7 +74,20 @@ inline bool constant_time_equal(std::string_view a, std::string_view b) {
 /// The server: owns the httplib server; the served model arrives once it has loaded.
 class api_server {
  public:
-  explicit api_server(http_config cfg) : state_(std::move(cfg)), completions_(state_) { routes(); }
+  /// `lim`'s max_connections, read and write timeouts come from `cfg`; the rest as given.
+  explicit api_server(http_config cfg, connection_limits lim = {})
+      : state_(std::move(cfg)),
+        completions_(state_),
+        gate_(limits_for(state_.config(), lim), replies_for(state_.config()),
+              [this](httplib::Stream& s, bool close, bool& closed) {
+                return http_.serve_one(s, close, closed);
+              },
+              [this] {
+                if (auto b = model()) b->stats().rejected_connections++;
+              }),
+        http_(gate_) {
+    routes();
+  }
   api_server(api_server const&) = delete;
   api_server& operator=(api_server const&) = delete;
 
@@ -97,6 +107,7 @@ class api_server {
       port = -1;
     }
     if (port <= 0) throw error("tf: cannot listen on {}:{}", cfg.host, cfg.port);
+    http_.set_backlog(1024);  // many clients connecting at once are accepted, not dropped
     port_ = port;
     return port;
   }
@@ -106,6 +117,9 @@ class api_server {
   void stop() { http_.stop(); }
   int port() const { return port_; }
   httplib::Server& http() { return http_; }
+  /// The connection gate's limits and counts.
+  connection_limits const& limits() const { return gate_.limits(); }
+  detail::gate_counts connection_counts() const { return gate_.counts(); }
 
  private:
   static void send_error(httplib::Response& res, api_error const& e) {
@@ -124,20 +138,9 @@ class api_server {
     return path.rfind("/v1", 0) == 0 || path == "/tokenize" || path == "/detokenize";
   }
 
-  // Answers a connection over the cap (503) or a keyed route without the API key (401); false
-  // when the request may go on.
+  // Answers a keyed route without the API key (401); false when the request may go on.
   bool turned_away(httplib::Request const& req, httplib::Response& res) {
     auto const& cfg = state_.config();
-    if (tl_over_connection_cap) {
-      if (auto b = model()) b->stats().rejected_connections++;
-      res.set_header("Retry-After", "1");
-      res.set_header("Connection", "close");
-      send_error(res, api_error(503,
-                                fmt::format("the server has its {} connections open; retry soon",
-                                            cfg.max_connections),
-                                "server_error", "", "too_many_connections"));
-      return true;
-    }
     // A CORS preflight carries no credentials; it is answered without the key.
     if (cfg.api_key.empty() || !needs_key(req.path) || req.method == "OPTIONS") return false;
     auto h = req.get_header_value("Authorization");
@@ -171,14 +174,12 @@ class api_server {
 
   void routes() {
     auto const& cfg = state_.config();
-    auto const cap = std::max<std::size_t>(cfg.max_connections, 1);
-    auto const overflow = std::max<std::size_t>(cfg.overflow_workers, 1);
-    http_.new_task_queue = [cap, overflow] { return new capped_task_queue(cap, overflow); };
+    auto const& lim = gate_.limits();
     http_.set_payload_max_length(cfg.max_body_bytes);
-    http_.set_read_timeout(cfg.read_timeout_s, 0);
-    http_.set_write_timeout(cfg.write_timeout_s, 0);
-    http_.set_keep_alive_max_count(100);
-    http_.set_keep_alive_timeout(5);
+    // The gate enforces these; httplib only names them in its Keep-Alive header.
+    http_.set_keep_alive_max_count(lim.keep_alive_max);
+    http_.set_keep_alive_timeout(
+        std::chrono::duration_cast<std::chrono::seconds>(lim.idle_timeout).count());
     // A request with a body is turned away only after routing has read that body: closing a
     // socket with unread bytes resets it, and the client would never see the answer.
     http_.set_pre_routing_handler([this](httplib::Request const& req, httplib::Response& res) {
@@ -221,9 +222,52 @@ class api_server {
     });
   }
 
+  static connection_limits limits_for(http_config const& cfg, connection_limits lim) {
+    lim.max_connections = cfg.max_connections;
+    lim.read_timeout = std::chrono::seconds(cfg.read_timeout_s);
+    lim.write_timeout = std::chrono::seconds(cfg.write_timeout_s);
+    return lim;
+  }
+
+  // A whole response with an OpenAI error object, for the gate to send without a worker.
+  static std::string canned(http_config const& cfg, int status, char const* phrase,
+                            api_error const& e, std::string_view extra = {}) {
+    auto const body = e.body().dump();
+    std::string cors;
+    if (!cfg.cors_origin.empty())
+      cors = fmt::format("Access-Control-Allow-Origin: {}\r\n{}", cfg.cors_origin,
+                         cfg.cors_origin == "*" ? "" : "Vary: Origin\r\n");
+    return fmt::format(
+        "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n"
+        "Connection: close\r\n{}{}\r\n{}",
+        status, phrase, body.size(), extra, cors, body);
+  }
+
+  static detail::gate_replies replies_for(http_config const& cfg) {
+    detail::gate_replies r;
+    r.over_capacity = canned(
+        cfg, 503, "Service Unavailable",
+        api_error(503,
+                  fmt::format("the server has its {} connections open; retry soon",
+                              cfg.max_connections),
+                  "server_error", "", "too_many_connections"),
+        "Retry-After: 1\r\n");
+    r.request_timeout = canned(
+        cfg, 408, "Request Timeout",
+        api_error(408,
+                  fmt::format("the request did not arrive within {} s of its first byte",
+                              cfg.read_timeout_s),
+                  "invalid_request_error", "", "request_timeout"));
+    r.header_too_large = canned(cfg, 431, "Request Header Fields Too Large",
+                                api_error(431, "the request line and headers are over the limit",
+                                          "invalid_request_error", "", "headers_too_large"));
+    return r;
+  }
+
   server_state state_;
   completion_routes completions_;
-  httplib::Server http_;
+  detail::connection_gate gate_;
+  gated_http http_;
   int port_ = 0;
 };
 

@@ -73,15 +73,15 @@ struct lane_config {
   std::function<void(std::string_view)> log = {};  // default: stderr
 };
 
-enum class decision_kind { admit, tokens, finish, cancel, requeue };
+enum class decision_kind { admit, tokens, finish, cancel, requeue, keep_prefix };
 
 /// One admission decision of rank 0, for the other ranks to replay in order.
 struct decision {
   decision_kind kind = decision_kind::admit;
   std::uint64_t id = 0;
-  std::vector<std::int32_t> prompt;  // admit
+  std::vector<std::int32_t> prompt;  // admit: the prompt; finish, keep_prefix: the tokens kept
   std::int64_t count = 0;            // admit: max tokens; tokens: how many arrived
-  bool keep = false;                 // finish: keep the prompt in the store
+  bool keep = false;                 // finish: keep `prompt` in the store
 };
 
 /// The admission loop for one family: binds the family's pool to a ledger through its trait,
@@ -153,24 +153,50 @@ class lane_admission {
     return out;
   }
 
-  /// `n` more tokens of a running request were written (prefill or decode): hold their pages.
-  void on_tokens(std::uint64_t id, std::int64_t n) {
+  /// `n` more tokens of a running request are about to be written (prefill or decode): hold
+  /// their pages. Returns the page to copy before the write, when the request's last page is
+  /// a kept one it shares.
+  std::optional<kv::page_copy> on_tokens(std::uint64_t id, std::int64_t n) {
     running_at(id, "on_tokens");
-    pool_.hold(id, n);
+    auto copy = pool_.hold(id, n);
     record({decision_kind::tokens, id, {}, n, false});
+    return copy;
   }
 
   /// A running request ended: release its memory, or keep its prompt for prefix reuse.
   kv::keep_result finish(std::uint64_t id, bool keep_prompt) {
     auto& rr = running_at(id, "finish");
+    if (!keep_prompt) return finish(id, std::span<std::int32_t const>{});
+    auto prompt = rr.prompt_tokens;
+    return finish(id, std::span<std::int32_t const>(prompt));
+  }
+
+  /// A running request ended: keep `tokens` (the sequence it wrote: prompt, then generated
+  /// tokens) for prefix reuse, or release its memory when empty.
+  kv::keep_result finish(std::uint64_t id, std::span<std::int32_t const> tokens) {
+    running_at(id, "finish");
     kv::keep_result k;
-    if (keep_prompt)
-      k = pool_.keep(id, rr.prompt_tokens);
+    bool const keep = !tokens.empty();
+    if (keep)
+      k = pool_.keep(id, tokens);
     else
       pool_.release(id);
     running_.erase(id);
-    record({decision_kind::finish, id, {}, 0, keep_prompt});
+    record({decision_kind::finish, id, {tokens.begin(), tokens.end()}, 0, keep});
     return k;
+  }
+
+  /// Keeps a prefix of a running request's tokens as its own entry, with a free state slot the
+  /// caller fills with the state there (pools with slots); -1 when nothing was kept.
+  std::int32_t keep_prefix(std::uint64_t id, std::span<std::int32_t const> tokens) {
+    running_at(id, "keep_prefix");
+    if constexpr (requires { pool_.keep_prefix(id, tokens).slot_kept; }) {
+      return -1;  // a pool without slots reuses any prefix of the whole sequence kept at finish
+    } else {
+      auto slot = pool_.keep_prefix(id, tokens);
+      if (slot >= 0) record({decision_kind::keep_prefix, id, {tokens.begin(), tokens.end()}, 0});
+      return slot;
+    }
   }
 
   /// Cancels a queued or running request; false if unknown.
@@ -261,10 +287,13 @@ class lane_admission {
         case decision_kind::finish:
           running_at(d.id, "replay");
           if (d.keep)
-            pool_.keep(d.id, running_.at(d.id).prompt_tokens);
+            pool_.keep(d.id, d.prompt);
           else
             pool_.release(d.id);
           running_.erase(d.id);
+          break;
+        case decision_kind::keep_prefix:
+          keep_prefix(d.id, d.prompt);
           break;
         case decision_kind::cancel:
         case decision_kind::requeue:

@@ -216,16 +216,22 @@ class lane_host {
     return out;
   }
 
-  // Holds pages for tokens [l.pos, l.pos + n) (those not held yet) and refreshes the page table.
+  // Holds pages for tokens [l.pos, l.pos + n) (those not held yet), copies a shared last page
+  // the stream writes into, and refreshes the page table.
   void hold(lane& l, std::size_t n) {
-    std::lock_guard lock(mutex_);
-    auto const upto = static_cast<std::int64_t>(l.pos + n);
-    if (upto > l.held) {
-      admission_.on_tokens(l.id, upto - l.held);
-      l.held = upto;
+    std::optional<kv::page_copy> copy;
+    {
+      std::lock_guard lock(mutex_);
+      auto const upto = static_cast<std::int64_t>(l.pos + n);
+      if (upto > l.held) {
+        copy = admission_.on_tokens(l.id, upto - l.held);
+        l.held = upto;
+      }
+      auto t = admission_.page_table(l.id);
+      l.pages.assign(t.begin(), t.end());
     }
-    auto t = admission_.page_table(l.id);
-    l.pages.assign(t.begin(), t.end());
+    // Pages are written only by forwards on this thread, so `from` is intact until the next one.
+    if (copy && copy->from >= 0) model_.copy_page(copy->from, copy->to);
   }
 
   // Copies the stream's state, now at keep_at, into the lane's snapshot slot.
@@ -236,28 +242,22 @@ class lane_host {
   }
 
   void end(lane& l, finish_reason why, std::string err = {}) {
-    // A prompt read in full is kept in the prompt store for prefix reuse.
-    bool keep = why != finish_reason::error && why != finish_reason::cancelled &&
-                l.pos >= l.req.prompt.size();
-    if constexpr (has_state) {
-      // The slot's state is past the generated tokens; the store keeps the prompt's, so it goes
-      // back first. No snapshot, or a failed copy, keeps nothing rather than a wrong state.
-      keep = keep && l.snapshotted;
-      if (keep) {
-        try {
-          model_.copy_state(l.snapshot, l.slot);
-        } catch (std::exception const&) {
-          keep = false;
-        }
-      }
-      if (l.snapshot >= 0) free_snapshots_.push_back(std::exchange(l.snapshot, -1));
-    }
+    // What the stream wrote (prompt, then generated tokens) is kept for prefix reuse, unless a
+    // forward failed: then its KV and state may be partial.
+    bool const keep = why != finish_reason::error && l.pos > 0;
+    auto const written = std::span<std::int32_t const>(l.history).first(keep ? l.pos : 0);
     {
       std::lock_guard lock(mutex_);
-      if (keep)
-        admission_.finish(l.id, true);
-      else
-        admission_.cancel(l.id);
+      if constexpr (has_state) {
+        // The stream's slot holds the state after all it wrote; the snapshot the state at the
+        // prompt's end, kept as its own entry so the same prompt can be sent again.
+        if (keep && l.snapshotted && l.keep_at < l.pos) {
+          auto const at = admission_.keep_prefix(l.id, written.first(l.keep_at));
+          if (at >= 0) model_.copy_state(l.snapshot, at);
+        }
+        if (l.snapshot >= 0) free_snapshots_.push_back(std::exchange(l.snapshot, -1));
+      }
+      admission_.finish(l.id, written);
     }
     l.stream_done = true;
     if (why == finish_reason::cancelled) metrics_->cancelled++;
@@ -304,7 +304,9 @@ class lane_host {
       if (l.slot < 0) throw error("tf: request {} started without a recurrent-state slot", l.id);
       l.snapshot = free_snapshots_.back();
       free_snapshots_.pop_back();
-      l.keep_at = n - n % model_.page_tokens();
+      // The snapshot is the state before the prompt's last token: resent, the prompt reuses
+      // all but that token, which runs again to give the first logits.
+      l.keep_at = n - 1;
       // The kept state is at the kept prompt's end: resume there. With no token left after it
       // to give the first logits (or no state), start fresh: the forward resets at position 0.
       bool const resume = l.held > 0 && static_cast<std::size_t>(l.held) < n && l.reuse_slot >= 0;
@@ -317,6 +319,8 @@ class lane_host {
       if (l.pos == l.keep_at) take_snapshot(l);
     metrics_->prompt_tokens += n - reuse;
     metrics_->prompt_tokens_reused += reuse;
+    if (reuse > 0) metrics_->prefix_cache_hits++;
+    l.stream->set_cached_tokens(reuse);
   }
 
   void run() {

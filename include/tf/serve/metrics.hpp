@@ -74,6 +74,7 @@ struct load_snapshot {
 struct metrics {
   std::atomic<std::uint64_t> prompt_tokens{0};
   std::atomic<std::uint64_t> prompt_tokens_reused{0};  // skipped: their KV came from the store
+  std::atomic<std::uint64_t> prefix_cache_hits{0};     // requests that reused a kept prefix
   std::atomic<std::uint64_t> generation_tokens{0};
   std::atomic<std::uint64_t> requests_finished{0};
   std::atomic<std::uint64_t> rejected_queue_full{0};
@@ -113,6 +114,10 @@ struct metrics {
     counter("tf_prompt_tokens_total", "Prompt tokens processed.", prompt_tokens.load());
     counter("tf_prompt_tokens_reused_total", "Prompt tokens skipped: kept in the prompt store.",
             prompt_tokens_reused.load());
+    counter("tf_prefix_cache_hits_total", "Requests that started from a kept prefix.",
+            prefix_cache_hits.load());
+    gauge("tf_kv_pages_kept", "KV pages only kept sequences hold (reclaimable).",
+          static_cast<double>(l.pages_store));
     counter("tf_generation_tokens_total", "Tokens generated.", generation_tokens.load());
     counter("tf_requests_finished_total", "Requests that finished.", requests_finished.load());
     counter("tf_requests_cancelled_total", "Requests cancelled (client gone or stop).",
@@ -173,6 +178,12 @@ struct metrics {
     one("vllm:prompt_tokens_total", "counter",
         "Number of prefill tokens processed (run and reused).",
         static_cast<double>(prompt_tokens.load() + prompt_tokens_reused.load()));
+    one("vllm:prefix_cache_queries_total", "counter",
+        "Prefix cache queries, in terms of number of queried tokens.",
+        static_cast<double>(prompt_tokens.load() + prompt_tokens_reused.load()));
+    one("vllm:prefix_cache_hits_total", "counter",
+        "Prefix cache hits, in terms of number of cached tokens.",
+        static_cast<double>(prompt_tokens_reused.load()));
     one("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
         static_cast<double>(generation_tokens.load()));
     ttft.write(out, "vllm:time_to_first_token_seconds",

@@ -72,6 +72,8 @@ class request_stream {
 
   bool cancel_requested() const { return cancel_.load(); }
   std::size_t prompt_tokens() const { return prompt_tokens_; }
+  /// Prompt tokens whose KV came from the prompt store (usage's cached_tokens), once started.
+  std::size_t cached_tokens() const { return cached_tokens_.load(); }
 
   // Engine side.
   void push(sample::sample_result r) {
@@ -92,6 +94,7 @@ class request_stream {
     cv_.notify_all();
   }
   finish_reason cancel_reason() const { return static_cast<finish_reason>(cancel_reason_.load()); }
+  void set_cached_tokens(std::size_t n) { cached_tokens_.store(n); }
   std::size_t prompt_tokens_ = 0;
 
  private:
@@ -102,6 +105,7 @@ class request_stream {
   finish_reason reason_ = finish_reason::length;
   std::string error_;
   std::atomic<bool> cancel_{false};
+  std::atomic<std::size_t> cached_tokens_{0};
   std::atomic<int> cancel_reason_{static_cast<int>(finish_reason::cancelled)};
 };
 

@@ -48,6 +48,23 @@ class kv_store {
   kv_shape shape() const { return kv_; }
   kv_layout layout() const { return layout_; }
 
+  /// Page `to` takes page `from`'s K and V in every layer.
+  void copy_page(std::int32_t from, std::int32_t to) {
+    if (from < 0 || to < 0 || from >= kv_.num_pages || to >= kv_.num_pages)
+      throw error("tf: KV page copy {} -> {} outside the store's {} pages", from, to,
+                  kv_.num_pages);
+    if (from == to) return;
+    auto copy = [&](auto& layers) {
+      for (auto& l : layers)
+        std::copy_n(l.data() + static_cast<std::size_t>(from) * page_floats_, page_floats_,
+                    l.data() + static_cast<std::size_t>(to) * page_floats_);
+    };
+    copy(k_);
+    copy(v_);
+    copy(k16_);
+    copy(v16_);
+  }
+
   /// Stores token t's K and V (kv_heads x head_dim each) at its position in `layer`'s pages.
   void store(step const& s, int layer, std::int64_t t, float const* ks, float const* vs) {
     std::int64_t const kv_dim = static_cast<std::int64_t>(layout_.kv_heads) * layout_.head_dim;
