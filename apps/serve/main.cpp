@@ -46,9 +46,10 @@ int main(int argc, char** argv) {
   std::string model_path, parallel_s = "4", backend = "cpu", host = "127.0.0.1", api_key,
                           load = "auto", kv_type = "f16";
   std::size_t context = 8192, threads = std::max(1u, std::thread::hardware_concurrency()),
-              max_queue = 64, max_body = 4u << 20;
+              max_queue = 64, max_body = 4u << 20, max_connections = 1024, keep_alive_max = 100;
+  std::optional<std::size_t> http_threads;
   std::uint32_t max_auto_streams = 8;
-  int port = 8080, read_timeout = 10;
+  int port = 8080, read_timeout = 10, write_timeout = 30, keep_alive_timeout = 5;
   double prompt_cache_gib = 1.0;
   bool no_update_check = false;
   std::optional<std::string> reserve_gib, cap_gib;
@@ -80,7 +81,24 @@ int main(int argc, char** argv) {
   app.add_option("--max-auto-streams", max_auto_streams, "the most streams --parallel auto serves");
   app.add_option("--max-queue", max_queue, "requests that may wait for admission");
   app.add_option("--max-body-bytes", max_body, "request bodies above this get 413");
-  app.add_option("--read-timeout", read_timeout, "seconds to read a request's headers and body");
+  app.add_option("--read-timeout", read_timeout,
+                 "seconds a request's headers and body may take from its first byte (then 408)")
+      ->check(CLI::Range(1, 3600));
+  app.add_option("--write-timeout", write_timeout,
+                 "seconds a reply may wait for the client to take bytes (then the request ends)")
+      ->check(CLI::Range(1, 3600));
+  app.add_option("--keep-alive-timeout", keep_alive_timeout,
+                 "seconds a connection may stay idle before or between requests (then closed)")
+      ->check(CLI::Range(1, 3600));
+  app.add_option("--keep-alive-max", keep_alive_max, "requests per connection")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--max-connections", max_connections,
+                 "open connections, idle ones included; past it 503 too_many_connections "
+                 "(at most the open-file limit less 256)")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--http-threads", http_threads,
+                 "requests handled at once (default: 2 x (streams + --max-queue), at least 64)")
+      ->check(CLI::Range(1, 65536));
   app.add_flag("--no-update-check", no_update_check, "accepted; tf never checks for updates");
   app.add_option("--alias", alias, "the model's name in /v1/models and replies");
   app.add_option("--chat-template", chat_template_file,
@@ -132,6 +150,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> notes;
     auto defaults = tf::serve::detail::model_sampling_defaults(path, notes);
     for (auto const& n : notes) fmt::print(stderr, "tf: sampling defaults: {}\n", n);
+    notes.clear();
     if (temp) defaults.temperature = {*temp, "--temp"};
     if (top_k) defaults.top_k = {*top_k, "--top-k"};
     if (top_p) defaults.top_p = {*top_p, "--top-p"};
@@ -145,8 +164,15 @@ int main(int argc, char** argv) {
     hc.api_key = api_key;
     hc.max_body_bytes = max_body;
     hc.read_timeout_s = read_timeout;
-    hc.max_connections = std::max<std::size_t>(64, 2 * (parallel_guess + max_queue));
-    tf::serve::api_server server(hc);
+    hc.write_timeout_s = write_timeout;
+    hc.max_connections = tf::serve::detail::connections_within_fd_limit(max_connections, notes);
+    for (auto const& n : notes) fmt::print(stderr, "tf: {}\n", n);
+    tf::serve::connection_limits lim;
+    lim.workers =
+        http_threads.value_or(std::max<std::size_t>(64, 2 * (parallel_guess + max_queue)));
+    lim.idle_timeout = std::chrono::seconds(keep_alive_timeout);
+    lim.keep_alive_max = keep_alive_max;
+    tf::serve::api_server server(hc, lim);
     int bound = server.bind();
     g_server = &server;
     std::signal(SIGINT, on_signal);
@@ -167,6 +193,7 @@ int main(int argc, char** argv) {
       }
     } guard{server, http};
     fmt::print(stderr, "tf: listening on http://{}:{} (loading)\n", host, bound);
+    fmt::print(stderr, "tf: connections: {}\n", tf::serve::detail::limits_line(server.limits()));
 
     std::size_t const page_tokens = 256;
     // One reading sizes the start: weights, streams, window, KV pages and kept prompts.
@@ -231,6 +258,8 @@ int main(int argc, char** argv) {
     auto census = be->shutdown(std::chrono::milliseconds(5000));
     server.stop();
     http.join();
+    fmt::print(stderr, "tf: connections at stop: {}\n",
+               tf::serve::detail::counts_line(server.connection_counts()));
     if (!census.balanced()) {
       fmt::print(stderr, "tf: error: the KV census at stop does not balance: {}\n", census.line());
       return 2;

@@ -308,3 +308,29 @@ TEST_CASE("--chat-template FILE: read and parsed at start; a bad one is a clear 
   CHECK(message(dir / "empty.jinja").find("empty") != std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("usage.prompt_tokens_details.cached_tokens: what the prompt store gave; cache_prompt") {
+  live_server s;
+  auto c = s.client();
+  json body = {{"prompt", "a prompt the store keeps"}, {"max_tokens", 4}, {"temperature", 0}};
+  auto const first = post(c, "/v1/completions", body, 200);
+  auto const prompt_tokens = first["usage"]["prompt_tokens"].get<std::size_t>();
+  CHECK(first["usage"]["prompt_tokens_details"]["cached_tokens"] == 0);
+  auto const again = post(c, "/v1/completions", body, 200);
+  // All but the last prompt token, which runs again to give the first logits.
+  CHECK(again["usage"]["prompt_tokens_details"]["cached_tokens"] == prompt_tokens - 1);
+  CHECK(again["choices"][0]["text"] == first["choices"][0]["text"]);
+  body["cache_prompt"] = false;
+  auto const fresh = post(c, "/v1/completions", body, 200);
+  CHECK(fresh["usage"]["prompt_tokens_details"]["cached_tokens"] == 0);
+  CHECK(fresh["choices"][0]["text"] == first["choices"][0]["text"]);
+  body["cache_prompt"] = "yes";
+  CHECK(post(c, "/v1/completions", body, 400)["error"]["param"] == "cache_prompt");
+  auto const m = c.Get("/metrics")->body;
+  CHECK(sample_of(m, "tf_prefix_cache_hits_total") == 1);
+  CHECK(sample_of(m, "tf_prompt_tokens_reused_total") == static_cast<double>(prompt_tokens - 1));
+  CHECK(sample_of(m, "vllm:prefix_cache_hits_total{model_name=\"tf-toy\"}") ==
+        static_cast<double>(prompt_tokens - 1));
+  CHECK(sample_of(m, "vllm:prefix_cache_queries_total{model_name=\"tf-toy\"}") ==
+        static_cast<double>(3 * prompt_tokens));
+}

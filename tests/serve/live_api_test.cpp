@@ -1,7 +1,8 @@
 // The built `serve` binary on the real default model: the OpenAI fields beyond the basics through
 // the real openai client (seed, n, logit_bias, echo, a refused field, tokenize), --alias,
 // --cors-origin and the sampling-default flags in the start-up lines and /v1/models, and
-// --chat-template (used when it parses, a start-up error when it does not).
+// --chat-template (used when it parses, a start-up error when it does not), and a multi-turn chat
+// that reuses each earlier turn whole.
 #include <httplib.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -59,6 +60,19 @@ TEST_CASE("the real model: the openai client's extra fields, --alias, CORS and s
   REQUIRE(metrics);
   CHECK(metrics->body.find("vllm:generation_tokens_total{model_name=\"gemma-test\"} ") !=
         std::string::npos);
+  CHECK(s.stop() == 0);
+  check_census(s.log());
+}
+
+TEST_CASE("the real model: a 5-turn chat runs only each turn's new tokens, replies == fresh") {
+  if (!real_model_ready()) return;
+  if (!have_python_openai()) {
+    WARN("SKIP: python3 has no openai package");
+    return;
+  }
+  live_server s({"--parallel", "2", "--context", "2048", "--threads", "2"});
+  REQUIRE(s.wait_ready(std::chrono::seconds(180)));
+  check_openai_client(s.base(), "chat");
   CHECK(s.stop() == 0);
   check_census(s.log());
 }

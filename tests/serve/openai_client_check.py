@@ -268,6 +268,64 @@ def check_tools(base):
     print("ok")
 
 
+def metric(base, series):
+    """The value of one Prometheus sample line `series value` of /metrics, or None."""
+    with urllib.request.urlopen(base + "/metrics", timeout=60) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(series + " "):
+                return float(line.split(" ")[-1])
+    return None
+
+
+def check_chat(base):
+    """A 5-turn chat, greedy: turn k reuses everything turn k-1 left in the KV (its prompt and
+    reply) and runs only its new tokens, counted from usage and /metrics; each reply equals the
+    same request with cache_prompt false (the whole prompt run afresh)."""
+    client = openai.OpenAI(base_url=base + "/v1", api_key="unused")
+    model = client.models.list().data[0].id
+    label = '{model_name="%s"}' % model
+    hits0 = metric(base, "vllm:prefix_cache_hits_total" + label)
+    turns = ["Name one color.", "Name a fruit of that color.", "How does it taste?",
+             "Where does it grow?", "Thank you. Say goodbye in one word."]
+    messages, prev, cached_sum = [], None, 0
+    for k, text in enumerate(turns):
+        messages.append({"role": "user", "content": text})
+        kw = dict(model=model, messages=messages, max_tokens=24, temperature=0)
+        r = client.chat.completions.create(**kw)
+        fresh = client.chat.completions.create(**kw, extra_body={"cache_prompt": False})
+        got, want = r.model_extra["tf"]["token_sha"], fresh.model_extra["tf"]["token_sha"]
+        if got != want or r.choices[0].message.content != fresh.choices[0].message.content:
+            fail(f"turn {k}: resumed {r.choices[0].message.content!r} != "
+                 f"fresh {fresh.choices[0].message.content!r}")
+        u = r.usage
+        cached = u.prompt_tokens_details.cached_tokens
+        if fresh.usage.prompt_tokens_details.cached_tokens != 0:
+            fail(f"turn {k}: cache_prompt false still reused {fresh.usage}")
+        ran = u.prompt_tokens - cached
+        if prev is None:
+            print(f"turn {k}: prompt {u.prompt_tokens}, cached {cached}")
+        else:
+            # New: this turn's tokens past the previous prompt and reply. Tolerance 2: the
+            # previous reply's last sampled token never ran when it hit max_tokens, and the
+            # template may retokenize the reply's last token differently.
+            new = u.prompt_tokens - prev.prompt_tokens - prev.completion_tokens
+            print(f"turn {k}: prompt {u.prompt_tokens}, cached {cached}, ran {ran}, new {new}, "
+                  f"previous reply {prev.completion_tokens} ({r_prev_finish})")
+            if cached < prev.prompt_tokens:
+                fail(f"turn {k}: cached {cached} < the previous prompt's {prev.prompt_tokens}")
+            if ran > new + 2:
+                fail(f"turn {k}: ran {ran} prompt tokens, more than the {new} new ones + 2")
+        cached_sum += cached
+        messages.append({"role": "assistant", "content": r.choices[0].message.content})
+        prev, r_prev_finish = u, r.choices[0].finish_reason
+    hits = metric(base, "vllm:prefix_cache_hits_total" + label)
+    if hits is None or hits0 is None or hits - hits0 != cached_sum:
+        fail(f"/metrics prefix cache hits went {hits0} -> {hits}; the replies' cached sum is "
+             f"{cached_sum}")
+    print(f"5 turns, {cached_sum} prompt tokens from the cache, replies == fresh")
+    print("ok")
+
+
 def main():
     base = sys.argv[1].rstrip("/")
     mode = sys.argv[2] if len(sys.argv) > 2 else "client"
@@ -277,6 +335,8 @@ def main():
         check_api(base)
     elif mode == "tools":
         check_tools(base)
+    elif mode == "chat":
+        check_chat(base)
     elif mode == "concurrent":
         check_concurrent(base, int(sys.argv[3]), int(sys.argv[4]))
     else:

@@ -1,7 +1,8 @@
 #pragma once
 /// The OpenAI-compatible HTTP API over a served_model: the server, its connection gate (limits
-/// and timeouts, detail/connection_gate.hpp), API-key auth, CORS and body limits. The routes live in routes_completions.hpp (chat and text
-/// completions) and routes_info.hpp (health, models, load, metrics, tokenize, detokenize).
+/// and timeouts, detail/connection_gate.hpp), API-key auth, CORS and body limits. The routes live
+/// in routes_completions.hpp (chat and text completions) and routes_info.hpp (health, models, load,
+/// metrics, tokenize, detokenize).
 #include <tf/serve/openai_request.hpp>
 #include <tf/serve/served_model.hpp>
 #include <tf/serve/server_state.hpp>
@@ -78,13 +79,14 @@ class api_server {
   explicit api_server(http_config cfg, connection_limits lim = {})
       : state_(std::move(cfg)),
         completions_(state_),
-        gate_(limits_for(state_.config(), lim), replies_for(state_.config()),
-              [this](httplib::Stream& s, bool close, bool& closed) {
-                return http_.serve_one(s, close, closed);
-              },
-              [this] {
-                if (auto b = model()) b->stats().rejected_connections++;
-              }),
+        gate_(
+            limits_for(state_.config(), lim), replies_for(state_.config()),
+            [this](httplib::Stream& s, bool close, bool& closed) {
+              return http_.serve_one(s, close, closed);
+            },
+            [this] {
+              if (auto b = model()) b->stats().rejected_connections++;
+            }),
         http_(gate_) {
     routes();
   }
@@ -247,17 +249,17 @@ class api_server {
     detail::gate_replies r;
     r.over_capacity = canned(
         cfg, 503, "Service Unavailable",
-        api_error(503,
-                  fmt::format("the server has its {} connections open; retry soon",
-                              cfg.max_connections),
-                  "server_error", "", "too_many_connections"),
+        api_error(
+            503,
+            fmt::format("the server has its {} connections open; retry soon", cfg.max_connections),
+            "server_error", "", "too_many_connections"),
         "Retry-After: 1\r\n");
-    r.request_timeout = canned(
-        cfg, 408, "Request Timeout",
-        api_error(408,
-                  fmt::format("the request did not arrive within {} s of its first byte",
-                              cfg.read_timeout_s),
-                  "invalid_request_error", "", "request_timeout"));
+    r.request_timeout =
+        canned(cfg, 408, "Request Timeout",
+               api_error(408,
+                         fmt::format("the request did not arrive within {} s of its first byte",
+                                     cfg.read_timeout_s),
+                         "invalid_request_error", "", "request_timeout"));
     r.header_too_large = canned(cfg, 431, "Request Header Fields Too Large",
                                 api_error(431, "the request line and headers are over the limit",
                                           "invalid_request_error", "", "headers_too_large"));

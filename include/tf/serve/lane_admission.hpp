@@ -30,6 +30,7 @@ struct request {
   std::uint64_t id = 0;
   std::vector<std::int32_t> prompt_tokens;
   std::int64_t max_tokens = 0;
+  bool reuse_prefix = true;  // false: start without a kept prefix (the whole prompt runs)
 };
 
 enum class submit_status { admitted, queued, rejected };
@@ -81,7 +82,7 @@ struct decision {
   std::uint64_t id = 0;
   std::vector<std::int32_t> prompt;  // admit: the prompt; finish, keep_prefix: the tokens kept
   std::int64_t count = 0;            // admit: max tokens; tokens: how many arrived
-  bool keep = false;                 // finish: keep `prompt` in the store
+  bool keep = false;                 // finish: keep `prompt` in the store; admit: reuse a prefix
 };
 
 /// The admission loop for one family: binds the family's pool to a ledger through its trait,
@@ -269,14 +270,15 @@ class lane_admission {
     for (auto const& d : ds) {
       switch (d.kind) {
         case decision_kind::admit: {
-          request r{d.id, d.prompt, d.count};
+          request r{d.id, d.prompt, d.count, d.keep};
           check_request(r);
           if (!pool_.promise(d.id, tokens_of(r)))
             throw error(
                 "tf: rank {} cannot replay the admission of request {}: its pool refuses "
                 "{} tokens ({})",
                 cfg_.rank, d.id, tokens_of(r), pool_.census().line());
-          pool_.start(d.id, r.prompt_tokens);
+          pool_.start(d.id, d.keep ? std::span<std::int32_t const>(r.prompt_tokens)
+                                   : std::span<std::int32_t const>{});
           running_.emplace(d.id, std::move(r));
           break;
         }
@@ -371,8 +373,9 @@ class lane_admission {
     if (!pool_.promise(r.id, tokens))
       throw error("tf::serve: the pool refused request {} that the ledger admitted ({})", r.id,
                   pool_.census().line());
-    auto reuse = pool_.start(r.id, r.prompt_tokens);
-    record({decision_kind::admit, r.id, r.prompt_tokens, r.max_tokens, false});
+    auto reuse = pool_.start(r.id, r.reuse_prefix ? std::span<std::int32_t const>(r.prompt_tokens)
+                                                  : std::span<std::int32_t const>{});
+    record({decision_kind::admit, r.id, r.prompt_tokens, r.max_tokens, r.reuse_prefix});
     admission a{r.id, reuse.tokens, reuse.slot};
     running_.emplace(r.id, std::move(r));
     return a;

@@ -103,7 +103,7 @@ class lane_host {
       std::lock_guard lock(mutex_);
       if (stopping_) return reject(out, reject_reason::stopping, "the server is shutting down");
       auto id = ++next_id_;
-      auto r = admission_.submit({id, req.prompt, req.max_tokens});
+      auto r = admission_.submit({id, req.prompt, req.max_tokens, req.reuse_prefix});
       if (r.status == submit_status::rejected) {
         bool const full = r.kind == reject_kind::queue_full;
         (full ? metrics_->rejected_queue_full : metrics_->rejected_larger_than_pool)++;

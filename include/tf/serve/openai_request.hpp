@@ -63,6 +63,7 @@ struct openai_request {
   std::optional<std::int64_t> seed;          // absent: the server draws one
   bool echo = false;                         // completions: the prompt text before the completion
   bool ignore_eos = false;                   // vLLM / llama-server: generate past end-of-generation
+  bool cache_prompt = true;                  // llama-server: false reads the whole prompt afresh
   grammar::response_format response_format;  // json_object / json_schema: constrained decoding
 };
 
@@ -280,6 +281,7 @@ inline openai_request parse_openai_request(std::string const& text, bool chat,
   r.n = static_cast<int>(detail::integer(body, "n", 1, 128, 1));
   r.sampling.logit_bias = detail::logit_bias(body);
   r.ignore_eos = detail::boolean(body, "ignore_eos", false);
+  r.cache_prompt = detail::boolean(body, "cache_prompt", true);
   try {
     r.response_format = grammar::parse_response_format(body.value("response_format", json()));
   } catch (grammar::schema_error const& e) {

@@ -39,6 +39,7 @@ struct generation_request {
   int max_tokens = -1;  // -1: up to the stream's window
   sample::sampling_params sampling;
   std::vector<std::int32_t> stop_tokens;  // end-of-generation ids (not emitted)
+  bool reuse_prefix = true;               // false: no kept prefix, the whole prompt runs
 };
 
 /// The client side of one request: tokens arrive from the engine thread, cancel() goes back.

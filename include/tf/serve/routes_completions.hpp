@@ -117,6 +117,7 @@ class completion_routes {
     g.max_tokens = rq.max_tokens;
     g.sampling = rq.sampling;
     if (!rq.ignore_eos) g.stop_tokens = b->stop_tokens();
+    g.reuse_prefix = rq.cache_prompt;
     g.sampling.constraint = grammar::bind_to_model(rq.response_format, b);
     j->prompt_tokens = g.prompt.size();
     auto const parser = chat ? reply_parser_for(*b, rq, g.prompt) : reply_parser();

@@ -10,9 +10,12 @@
 
 #include <httplib.h>
 
+#include <fmt/format.h>
+
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -58,6 +61,40 @@ struct gate_counts {
   std::uint64_t accepted = 0, refused = 0, requests = 0, idle_closed = 0, timed_out = 0,
                 too_large = 0, open = 0, peak_open = 0;
 };
+
+/// Raises this process's open-file limit to its hard limit and returns `wanted`, or fewer when
+/// the limit cannot hold that many connections and 256 more descriptors (a note says so).
+inline std::size_t connections_within_fd_limit(std::size_t wanted,
+                                               std::vector<std::string>& notes) {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return wanted;
+  if (r.rlim_cur < r.rlim_max) {
+    auto const raised = rlimit{r.rlim_max, r.rlim_max};
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) r = raised;
+  }
+  auto const room = r.rlim_cur > 512 ? static_cast<std::size_t>(r.rlim_cur - 256) : 256;
+  if (wanted <= room) return wanted;
+  notes.push_back(
+      fmt::format("--max-connections {} lowered to {}: the open-file limit is {} (ulimit -n)",
+                  wanted, room, static_cast<unsigned long long>(r.rlim_cur)));
+  return room;
+}
+
+inline std::string limits_line(connection_limits const& l) {
+  return fmt::format(
+      "at most {} open (past it 503), {} requests at once, idle {} s, a request's bytes within "
+      "{} s, writes {} s, {} requests per connection",
+      l.max_connections, l.workers, l.idle_timeout.count() / 1000, l.read_timeout.count() / 1000,
+      l.write_timeout.count() / 1000, l.keep_alive_max);
+}
+
+inline std::string counts_line(gate_counts const& c) {
+  return fmt::format(
+      "accepted {}, requests {}, refused over the cap {}, idle closed {}, timed out (408) {}, "
+      "headers too large {}, peak open {}, open {}",
+      c.accepted, c.requests, c.refused, c.idle_closed, c.timed_out, c.too_large, c.peak_open,
+      c.open);
+}
 
 class connection_gate {
  public:
@@ -285,7 +322,8 @@ class connection_gate {
         timeout_ms = static_cast<int>(std::clamp<long long>(
             std::chrono::duration_cast<std::chrono::milliseconds>(next_scan - now).count() + 1, 0,
             1000));
-      int const n = ::epoll_wait(epoll_, events.data(), static_cast<int>(events.size()), timeout_ms);
+      int const n =
+          ::epoll_wait(epoll_, events.data(), static_cast<int>(events.size()), timeout_ms);
       for (int i = 0; i < n; ++i) {
         if (events[static_cast<std::size_t>(i)].data.ptr == nullptr) {
           std::uint64_t v;

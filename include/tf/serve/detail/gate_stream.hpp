@@ -37,8 +37,8 @@ class gate_stream final : public httplib::Stream {
 
   /// `framed`: the request ends at `end` in `buf` (reads past it see the end of the stream);
   /// otherwise reads go on from the socket until `read_deadline`.
-  gate_stream(int fd, std::string& buf, std::size_t end, bool framed, clock::time_point read_deadline,
-              std::chrono::milliseconds write_timeout)
+  gate_stream(int fd, std::string& buf, std::size_t end, bool framed,
+              clock::time_point read_deadline, std::chrono::milliseconds write_timeout)
       : fd_(fd),
         buf_(buf),
         end_(end),
