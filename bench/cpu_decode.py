@@ -314,17 +314,18 @@ L = [
     f"(`{tf_generate.relative_to(root) if tf_generate.is_relative_to(root) else tf_generate}`, "
     "Release). Machine load: load average "
     + ", ".join(f"{a:.2f}→{b:.2f}" for a, b in loads)
-    + f" (start→end of each round); CPU time of other processes during the run "
+    + f" (start→end of each round); CPU time of processes other than the bench's own during the run "
     f"{100 * other / ncpu:.0f}% of the {ncpu} cores, steal {100 * steal / ncpu:.0f}%.",
     "",
     "llama.cpp builds (bench/build_llama_cpp.sh, llama-cpp-python's vendored llama.cpp; "
     "`llama-bench -r 1`, its defaults otherwise):",
     "",
 ]
+FA = {-1: "auto", 0: "off", 1: "on", True: "on", False: "off"}
 for b in builds + skipped:
     info = b["system_info"].split("|", 1)[-1].strip() if b["system_info"] else "?"
     L.append(f"- `{b['name']}`: `{b['flags']}`; run check: {b['status']}"
-             + (f"; flash attention {b.get('fa')}" if b.get("fa") else "")
+             + (f"; flash attention {FA.get(b.get('fa'), b.get('fa'))}" if "fa" in b else "")
              + f"; system_info: `{info}`"
              + ("" if b in builds else " — **not run** (crashes)"))
 for (e, t), errs in sorted(failures.items()):

@@ -333,11 +333,11 @@ TEST_CASE("the hybrid toy served live: resumed == fresh, state slots in /v1/load
   auto const log = s.log();
   INFO(log);
   CHECK(log.find("recurrent state 64 bytes per stream") != std::string::npos);
-  std::string const prompt(300, 'z');  // 301 tokens: the keep stores 256, one whole page
+  std::string const prompt(300, 'z');  // 301 tokens: the kept state is the one at 300
   auto const fresh = complete(s.port(), prompt, 16);
   auto const run1 = prompt_tokens_run(s.port());
   auto const resumed = complete(s.port(), prompt + "more", 16);
-  CHECK(prompt_tokens_run(s.port()) - run1 == 301 + 4 - 256);
+  CHECK(prompt_tokens_run(s.port()) - run1 == 301 + 4 - 300);
   auto const load = load_of(s.port());
   INFO(load.dump());
   CHECK(load.at("lanes").at("total") == 2);
@@ -360,5 +360,6 @@ TEST_CASE("the hybrid toy served live: resumed == fresh, state slots in /v1/load
   REQUIRE(std::regex_search(stopped, m, line));
   CHECK(std::stoull(m[1]) + std::stoull(m[2]) == std::stoull(m[3]));
   CHECK(std::stoull(m[4]) + std::stoull(m[5]) == 4);
-  CHECK(m[5] == "1");  // the kept prompt's state
+  // Every kept state: each prompt's (before its last token) and each reply's end.
+  CHECK(m[5] == "4");
 }

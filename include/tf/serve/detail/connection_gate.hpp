@@ -301,7 +301,7 @@ class connection_gate {
           return false;
         }
       }
-      if (eof) drop(c);
+      if (eof) { if (!c.buf.empty()) std::fprintf(stderr, "GATEDBG eof with %zu bytes: %.60s\n", c.buf.size(), c.buf.c_str()); drop(c); }
       return !eof;
     };
     auto enroll = [&](std::unique_ptr<conn> c) {
@@ -353,6 +353,7 @@ class connection_gate {
           if (c->draining) {
             drop(*c);
           } else if (!c->started) {
+            if (c->served) std::fprintf(stderr, "GATEDBG idle close after %zu served\n", c->served);
             idle_closed_++;
             drop(*c);
           } else {
@@ -389,7 +390,9 @@ class connection_gate {
         continue;
       }
       bool const framed = c->framed.state == frame_state::complete;
-      bool const last = c->served + 1 >= lim_.keep_alive_max;
+      // A body left to the worker may go unread (a refusal before it), so that connection ends
+      // too; the reply says so (Connection: close), or a client reusing it would race the close.
+      bool const last = c->served + 1 >= lim_.keep_alive_max || !framed || stopping_;
       bool closed = false, ok = false;
       std::size_t used = 0;
       {
@@ -403,8 +406,8 @@ class connection_gate {
       }
       requests_++;
       c->served++;
-      // A body left to the worker may be unread (a refusal before it): the connection ends.
-      if (!ok || closed || last || !framed || stopping_) {
+      if (!ok || closed || last || stopping_) {
+        std::fprintf(stderr, "GATEDBG worker close ok %d closed %d last %d framed %d served %zu\n", ok, closed, last, framed, c->served);
         close_conn(*c);
         continue;
       }
