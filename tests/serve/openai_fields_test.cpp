@@ -276,8 +276,6 @@ TEST_CASE("OpenAI fields tf cannot honour are refused by name; fields nobody def
   json const tool = {{"type", "function"},
                      {"function", {{"name", "f"}, {"parameters", json::object()}}}};
   std::vector<std::pair<std::string, json>> const refused_chat = {
-      {"tool_choice", "required"},
-      {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}},
       {"functions", json::array({tool["function"]})},
       {"function_call", {{"name", "f"}}},
       {"modalities", json::array({"text", "audio"})},
@@ -289,6 +287,19 @@ TEST_CASE("OpenAI fields tf cannot honour are refused by name; fields nobody def
     auto body = chat_body("hi", 2);
     body[key] = value;
     expect_refused(c, "/v1/chat/completions", body, key, "unsupported_parameter");
+  }
+  // A forced tool call without tools is the request's mistake; with tools, this toy model's
+  // plain rendering teaches no call format tf could force.
+  for (auto const& choice :
+       {json("required"), json{{"type", "function"}, {"function", {{"name", "f"}}}}}) {
+    auto body = chat_body("hi", 2);
+    body["tool_choice"] = choice;
+    auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 400);
+    CHECK(json::parse(r->body)["error"]["param"] == "tool_choice");
+    body["tools"] = json::array({tool});
+    expect_refused(c, "/v1/chat/completions", body, "tool_choice", "unsupported_parameter");
   }
   auto comp = completion("abc", 2);
   comp["suffix"] = "the end";
@@ -316,9 +327,10 @@ TEST_CASE("OpenAI fields tf cannot honour are refused by name; fields nobody def
   CHECK(reply["choices"][0]["message"]["content"].is_string());
   auto m = c.Get("/metrics");
   REQUIRE(m);
-  // Every refused field above, plus suffix and best_of, counted as a bad request.
+  // Every refused field above, plus suffix, best_of and the four tool_choice refusals, counted
+  // as a bad request.
   auto const rejected = "tf_requests_rejected_total{reason=\"bad_request\"} " +
-                        std::to_string(refused_chat.size() + 2) + "\n";
+                        std::to_string(refused_chat.size() + 2 + 4) + "\n";
   CHECK(m->body.find(rejected) != std::string::npos);
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../grammar/json_validate.hpp"
 #include "http_test_server.hpp"
 #include "scripted_model.hpp"
 
@@ -268,7 +269,93 @@ TEST_CASE("streamed tool calls and reasoning arrive as their own deltas") {
   CHECK(finish == "tool_calls");
 }
 
-TEST_CASE("tool_choice: none leaves calls as content, required and named are refused by name") {
+namespace {
+
+json const trip_tools = json::parse(R"([
+  {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 8}, "days": {"type": "integer"}},
+    "required": ["city", "days"], "additionalProperties": false}}},
+  {"type": "function", "function": {"name": "book_trip", "parameters": {"type": "object",
+    "properties": {"to": {"enum": ["Rome", "Oslo"]}, "nights": {"type": "integer"}},
+    "required": ["to"], "additionalProperties": false}}}])");
+
+// A server that samples (the toy model over its byte vocabulary) under the Qwen3 template,
+// whose tool calls are JSON in <tool_call> tags.
+struct sampling_server {
+  sampling_server() {
+    srv.server->set_model(std::make_shared<test::toy_served>(
+        std::make_unique<toy_model>(256, 16),
+        toy_codec{test::read_text(std::string(TF_FIXTURES_DIR) + "/jinja/qwen3.jinja")},
+        host_config{4, 4096, 8, 64}));
+  }
+  test::live_server srv{{}, {4, 4096, 8, 64}, 0};
+};
+
+json forced_body(json const& choice, std::uint64_t seed) {
+  return {{"messages", {{{"role", "user"}, {"content", "plan a trip"}}}},
+          {"tools", trip_tools},
+          {"tool_choice", choice},
+          {"max_tokens", 400},
+          {"temperature", 1.0},
+          {"seed", seed}};
+}
+
+}  // namespace
+
+TEST_CASE("tool_choice required or named: every reply is a call whose arguments validate") {
+  sampling_server s;
+  auto c = s.srv.client();
+  json const named = {{"type", "function"}, {"function", {{"name", "book_trip"}}}};
+  int calls = 0;
+  for (std::uint64_t seed = 0; seed < 20; ++seed) {
+    for (auto const& choice : {json("required"), named}) {
+      auto r = test::post(c, "/v1/chat/completions", forced_body(choice, seed), 200);
+      auto const& ch = r["choices"][0];
+      INFO("seed " << seed << " tool_choice " << choice.dump() << ": " << ch.dump());
+      if (ch["finish_reason"] == "length") continue;  // cut short, as OpenAI's can be
+      REQUIRE(ch["finish_reason"] == "tool_calls");
+      REQUIRE(ch["message"]["tool_calls"].size() == 1);
+      auto const& f = ch["message"]["tool_calls"][0]["function"];
+      auto const name = f["name"].get<std::string>();
+      if (choice.is_object()) CHECK(name == "book_trip");
+      auto const& params = trip_tools[name == "get_weather" ? 0 : 1]["function"]["parameters"];
+      CHECK(tf::grammar::test::parses_and_validates(f["arguments"].get<std::string>(), params));
+      ++calls;
+    }
+  }
+  CHECK(calls >= 36);
+  // Streamed, the call arrives as tool_calls deltas.
+  auto body = forced_body("required", 3);
+  body["stream"] = true;
+  auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  REQUIRE(res);
+  INFO(res->status << " " << res->body);
+  std::string finish;
+  int heads = 0;
+  for (auto const& e : test::sse_events(res->body)) {
+    if (e == "[DONE]") break;
+    auto const j = json::parse(e);
+    for (auto const& ch : j["choices"]) {
+      if (ch["delta"].contains("tool_calls")) heads += ch["delta"]["tool_calls"][0].contains("id");
+      if (ch["finish_reason"].is_string()) finish = ch["finish_reason"];
+    }
+  }
+  CHECK(heads == 1);
+  CHECK(finish == "tool_calls");
+  // A name not in tools, a forced call with response_format, and no tools are 400s.
+  auto bad = forced_body({{"type", "function"}, {"function", {{"name", "nope"}}}}, 1);
+  CHECK(test::post(c, "/v1/chat/completions", bad, 400)["error"]["param"] == "tool_choice");
+  bad = forced_body("required", 1);
+  bad["response_format"] = {{"type", "json_object"}};
+  CHECK(test::post(c, "/v1/chat/completions", bad, 400)["error"]["param"] == "tool_choice");
+  bad = forced_body("required", 1);
+  bad.erase("tools");
+  CHECK(test::post(c, "/v1/chat/completions", bad, 400)["error"]["param"] == "tool_choice");
+}
+
+TEST_CASE(
+    "tool_choice: none leaves calls as content; required and named are refused for a "
+    "format tf cannot force, by name") {
   scripted_server s("qwen3_5.jinja", {{"", call_reply}});
   auto c = s.srv.client();
   auto body = json::parse(golden("qwen3_5.jinja:tools_offered")["body"].get<std::string>());

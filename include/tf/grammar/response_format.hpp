@@ -60,6 +60,28 @@ inline response_format parse_response_format(nlohmann::json const& f) {
   return r;
 }
 
+/// A forced tool call: `prefix`, then {"name": one of the tools, "arguments": valid under its
+/// parameters}, then `suffix`. `tools` is OpenAI's list; `only` names the one function allowed
+/// (empty: any). Throws schema_error naming what it cannot compile.
+inline response_format tool_call_format(nlohmann::json const& tools, std::string const& only,
+                                        std::string_view prefix, std::string_view suffix) {
+  std::vector<std::pair<std::string, nlohmann::json>> allowed;
+  for (auto const& t : tools) {
+    auto const& f = t["function"];
+    auto name = f["name"].get<std::string>();
+    if (!only.empty() && name != only) continue;
+    allowed.emplace_back(std::move(name), f.value("parameters", nlohmann::json()));
+  }
+  if (allowed.empty())
+    throw schema_error("tool_choice",
+                       fmt::format("'tool_choice' names '{}', which is not in 'tools'", only));
+  response_format r;
+  r.type = "tool_call";
+  r.key = fmt::format("tool_call:{}|{}|{}|{}", prefix, suffix, only, tools.dump());
+  r.rules = compile_tool_call(allowed, prefix, suffix);
+  return r;
+}
+
 namespace detail {
 
 struct binding_cache {

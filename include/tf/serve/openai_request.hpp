@@ -49,7 +49,8 @@ struct openai_request {
   // chat: [{role, content: string, ...every other field}] in the client's key order
   nlohmann::ordered_json messages;
   nlohmann::ordered_json tools;      // chat: the request's tools (null when none)
-  std::string tool_choice = "auto";  // "auto" or "none" (tools offered, replies not parsed)
+  std::string tool_choice = "auto";  // "auto", "none" (replies not parsed), "required", "function"
+  std::string tool_choice_name;      // tool_choice "function": the function a call is forced to
   nlohmann::json chat_template_kwargs = nlohmann::json::object();  // chat: extra template variables
   std::string prompt;                                              // completions
   int max_tokens = -1;
@@ -225,7 +226,7 @@ inline openai_request parse_openai_request(std::string const& text, bool chat,
     auto const ordered = nlohmann::ordered_json::parse(text);  // parsed above: valid
     r.messages = detail::chat_messages(ordered["messages"]);
     r.tools = detail::chat_tools(ordered);
-    r.tool_choice = detail::tool_choice(ordered);
+    r.tool_choice = detail::tool_choice(ordered, r.tool_choice_name);
     if (body.contains("chat_template_kwargs") && !body["chat_template_kwargs"].is_null()) {
       auto const& kw = body["chat_template_kwargs"];
       if (!kw.is_object())

@@ -118,7 +118,8 @@ class completion_routes {
     g.sampling = rq.sampling;
     if (!rq.ignore_eos) g.stop_tokens = b->stop_tokens();
     g.reuse_prefix = rq.cache_prompt;
-    g.sampling.constraint = grammar::bind_to_model(rq.response_format, b);
+    g.sampling.constraint =
+        grammar::bind_to_model(chat ? forced_format(*b, rq, g.prompt) : rq.response_format, b);
     j->prompt_tokens = g.prompt.size();
     auto const parser = chat ? reply_parser_for(*b, rq, g.prompt) : reply_parser();
     j->choices.resize(static_cast<std::size_t>(rq.n));
@@ -139,23 +140,62 @@ class completion_routes {
     return j;
   }
 
+  // Whether the template thinks, and whether the prompt's end opened the thinking part.
+  static std::pair<bool, bool> thinking(served_model const& b, std::string const& tmpl,
+                                        std::vector<std::int32_t> const& prompt) {
+    bool const think = tmpl.find("<think>") != std::string::npos;
+    if (!think) return {false, false};
+    std::string tail;
+    for (auto k = prompt.size() > 16 ? prompt.size() - 16 : 0; k < prompt.size(); ++k)
+      tail += b.piece(prompt[k]);
+    return {true, prompt_opens_thinking(tail)};
+  }
+
   // The chat reply's parser: reasoning split when the template thinks (inside the thinking part
   // from the start when the prompt opened it), tool calls in the template's format when the
   // request offers tools and tool_choice is not "none".
   static reply_parser reply_parser_for(served_model const& b, openai_request const& rq,
                                        std::vector<std::int32_t> const& prompt) {
     auto const tmpl = b.chat_template();
-    bool const think = tmpl.find("<think>") != std::string::npos;
-    bool opened = false;
-    if (think) {
-      std::string tail;
-      for (auto k = prompt.size() > 16 ? prompt.size() - 16 : 0; k < prompt.size(); ++k)
-        tail += b.piece(prompt[k]);
-      opened = prompt_opens_thinking(tail);
-    }
+    auto const [think, opened] = thinking(b, tmpl, prompt);
     auto const format = !rq.tools.is_null() && rq.tool_choice != "none" ? detect_tool_format(tmpl)
                                                                         : tool_format::none;
     return reply_parser(think, opened, format, rq.tools);
+  }
+
+  // The grammar a chat reply decodes under: a forced tool call in the template's format for
+  // tool_choice "required" or a named function (closing an opened thinking part first), else
+  // the request's response_format.
+  static grammar::response_format forced_format(served_model& b, openai_request const& rq,
+                                                std::vector<std::int32_t> const& prompt) {
+    if (rq.tool_choice != "required" && rq.tool_choice != "function") return rq.response_format;
+    auto const tmpl = b.chat_template();
+    auto const format = detect_tool_format(tmpl);
+    if (rq.response_format.rules)
+      throw bad_request(b, api_error(400,
+                                     "'tool_choice' forcing a call and 'response_format' both "
+                                     "constrain the reply; send one of them",
+                                     "invalid_request_error", "tool_choice", "invalid_value"));
+    if (format != tool_format::json_in_tags)
+      throw bad_request(
+          b, detail::unsupported(
+                 "tool_choice",
+                 fmt::format("'tool_choice' \"{}\" forces a call; tf forces calls in the JSON "
+                             "format (<tool_call>{{\"name\": ..., \"arguments\": ...}}"
+                             "</tool_call>, Qwen3 and Hermes templates) and this model's "
+                             "template teaches {}; use \"auto\"",
+                             rq.tool_choice, to_string(format))));
+    auto const [think, opened] = thinking(b, tmpl, prompt);
+    std::string const prefix =
+        std::string(opened ? "</think>\n\n" : "") + std::string(tool_call_open) + "\n";
+    try {
+      return grammar::tool_call_format(nlohmann::json(rq.tools), rq.tool_choice_name, prefix,
+                                       "\n" + std::string(tool_call_close));
+    } catch (grammar::schema_error const& e) {
+      throw bad_request(
+          b, api_error(400, e.what(), "invalid_request_error",
+                       e.keyword == "tool_choice" ? "tool_choice" : "tools", "invalid_value"));
+    }
   }
 
   // Waits for every choice, checking between waits that the client is still connected (a peek,

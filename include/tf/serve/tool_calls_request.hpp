@@ -93,22 +93,38 @@ inline ojson chat_tools(ojson const& body) {
   return ts;
 }
 
-/// tool_choice: "none" (tools offered, replies not parsed, as vLLM does) or "auto". "required"
-/// and a named function would need constrained decoding, which tool calls do not use yet.
-inline std::string tool_choice(ojson const& body) {
+/// tool_choice: "none" (tools offered, replies not parsed, as vLLM does), "auto", "required"
+/// (a call to one of the tools is forced) or a named function (a call to it is forced); the
+/// name, for the last, in `name`.
+inline std::string tool_choice(ojson const& body, std::string& name) {
   if (!body.contains("tool_choice") || body["tool_choice"].is_null()) return "auto";
   auto const& v = body["tool_choice"];
+  auto const has_tools =
+      body.contains("tools") && body["tools"].is_array() && !body["tools"].empty();
   if (v.is_string() && (v == "none" || v == "auto")) return v.get<std::string>();
-  if (v.is_string() && v != "required")
-    throw api_error(400,
-                    fmt::format("'tool_choice' {} must be \"none\", \"auto\", \"required\" or "
-                                "{{\"type\": \"function\", \"function\": {{\"name\": ...}}}}",
-                                v.dump()),
-                    "invalid_request_error", "tool_choice", "invalid_value");
-  throw unsupported("tool_choice",
-                    fmt::format("'tool_choice' {} would force a call, which needs constrained "
-                                "decoding that tf's tool calling does not do yet; use \"auto\"",
-                                v.dump()));
+  auto bad = [&] {
+    return api_error(400,
+                     fmt::format("'tool_choice' {} must be \"none\", \"auto\", \"required\" or "
+                                 "{{\"type\": \"function\", \"function\": {{\"name\": ...}}}}",
+                                 v.dump()),
+                     "invalid_request_error", "tool_choice", "invalid_value");
+  };
+  std::string mode;
+  if (v.is_string() && v == "required") {
+    mode = "required";
+  } else if (v.is_object() && v.value("type", ojson()) == "function" && v.contains("function") &&
+             v["function"].is_object() && v["function"].contains("name") &&
+             v["function"]["name"].is_string()) {
+    mode = "function";
+    name = v["function"]["name"].get<std::string>();
+  } else {
+    throw bad();
+  }
+  if (!has_tools)
+    throw api_error(
+        400, fmt::format("'tool_choice' {} forces a tool call but 'tools' lists none", v.dump()),
+        "invalid_request_error", "tool_choice", "invalid_value");
+  return mode;
 }
 
 }  // namespace tf::serve::detail
