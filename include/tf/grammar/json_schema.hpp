@@ -266,31 +266,6 @@ inline std::shared_ptr<grammar> compile_json_schema(nlohmann::json const& schema
   return g;
 }
 
-/// The grammar of one tool call: `prefix`, {"name": "<name>", "arguments": <valid under the
-/// tool's parameters>} (name first, as the chat templates show it), `suffix`. `tools` holds
-/// (name, parameters schema) pairs; parameters that are null mean any object.
-inline std::shared_ptr<grammar> compile_tool_call(
-    std::vector<std::pair<std::string, nlohmann::json>> const& tools, std::string_view prefix,
-    std::string_view suffix) {
-  auto g = std::make_shared<grammar>();
-  std::vector<sequence> calls;
-  for (auto const& [name, params] : tools) {
-    auto const schema = params.is_null() ? nlohmann::json{{"type", "object"}} : params;
-    detail::schema_compiler c(*g, schema);
-    auto const v = c.compile(schema, "#/" + name);
-    auto call = g->literal(R"({"name": )" + nlohmann::json(name).dump() + R"(, "arguments": )");
-    call.push_back(grammar::ref(v));
-    call.push_back(g->literal("}").front());
-    calls.push_back(std::move(call));
-  }
-  auto root = g->literal(prefix);
-  root.push_back(grammar::ref(g->rule(std::move(calls))));
-  for (auto const& e : g->literal(suffix)) root.push_back(e);
-  g->set_root(g->rule({root}));
-  g->finish();
-  return g;
-}
-
 /// The grammar of any JSON object ({"type": "json_object"}).
 inline std::shared_ptr<grammar> json_object_grammar() {
   return compile_json_schema(nlohmann::json{{"type", "object"}});

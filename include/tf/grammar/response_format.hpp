@@ -4,6 +4,7 @@
 /// (and so its mask cache) per schema.
 #include <tf/grammar/json_schema.hpp>
 #include <tf/grammar/token_mask.hpp>
+#include <tf/grammar/tool_call.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -60,12 +61,15 @@ inline response_format parse_response_format(nlohmann::json const& f) {
   return r;
 }
 
-/// A forced tool call: `prefix`, then {"name": one of the tools, "arguments": valid under its
-/// parameters}, then `suffix`. `tools` is OpenAI's list; `only` names the one function allowed
-/// (empty: any). Throws schema_error naming what it cannot compile.
+/// How a forced tool call is written: JSON in tags, or a tagged-parameter style.
+enum class call_style { json_in_tags, xml_function, glm45 };
+
+/// A forced tool call: `prefix`, then one call to one of `tools` (OpenAI's list; `only` names
+/// the one function allowed, empty: any) in `style`, arguments valid under its parameters.
+/// Throws schema_error naming what it cannot compile.
 inline response_format tool_call_format(nlohmann::json const& tools, std::string const& only,
-                                        std::string_view prefix, std::string_view suffix) {
-  std::vector<std::pair<std::string, nlohmann::json>> allowed;
+                                        call_style style, std::string_view prefix) {
+  std::vector<tool_signature> allowed;
   for (auto const& t : tools) {
     auto const& f = t["function"];
     auto name = f["name"].get<std::string>();
@@ -77,8 +81,19 @@ inline response_format tool_call_format(nlohmann::json const& tools, std::string
                        fmt::format("'tool_choice' names '{}', which is not in 'tools'", only));
   response_format r;
   r.type = "tool_call";
-  r.key = fmt::format("tool_call:{}|{}|{}|{}", prefix, suffix, only, tools.dump());
-  r.rules = compile_tool_call(allowed, prefix, suffix);
+  r.key = fmt::format("tool_call:{}|{}|{}|{}", static_cast<int>(style), prefix, only, tools.dump());
+  switch (style) {
+    case call_style::json_in_tags:
+      r.rules =
+          compile_json_tool_call(allowed, std::string(prefix) + "<tool_call>\n", "\n</tool_call>");
+      break;
+    case call_style::xml_function:
+      r.rules = compile_tagged_tool_call(allowed, xml_function_style(), prefix);
+      break;
+    case call_style::glm45:
+      r.rules = compile_tagged_tool_call(allowed, glm45_style(), prefix);
+      break;
+  }
   return r;
 }
 

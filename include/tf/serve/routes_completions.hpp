@@ -176,21 +176,20 @@ class completion_routes {
                                      "'tool_choice' forcing a call and 'response_format' both "
                                      "constrain the reply; send one of them",
                                      "invalid_request_error", "tool_choice", "invalid_value"));
-    if (format != tool_format::json_in_tags)
+    if (format == tool_format::none)
       throw bad_request(
           b, detail::unsupported(
                  "tool_choice",
-                 fmt::format("'tool_choice' \"{}\" forces a call; tf forces calls in the JSON "
-                             "format (<tool_call>{{\"name\": ..., \"arguments\": ...}}"
-                             "</tool_call>, Qwen3 and Hermes templates) and this model's "
-                             "template teaches {}; use \"auto\"",
-                             rq.tool_choice, to_string(format))));
-    auto const [think, opened] = thinking(b, tmpl, prompt);
-    std::string const prefix =
-        std::string(opened ? "</think>\n\n" : "") + std::string(tool_call_open) + "\n";
+                 fmt::format("'tool_choice' \"{}\" forces a call, but this model's chat template "
+                             "teaches no tool-call format tf knows; use \"auto\"",
+                             rq.tool_choice)));
+    auto const style = format == tool_format::json_in_tags   ? grammar::call_style::json_in_tags
+                       : format == tool_format::xml_function ? grammar::call_style::xml_function
+                                                             : grammar::call_style::glm45;
+    [[maybe_unused]] auto const [think, opened] = thinking(b, tmpl, prompt);
     try {
-      return grammar::tool_call_format(nlohmann::json(rq.tools), rq.tool_choice_name, prefix,
-                                       "\n" + std::string(tool_call_close));
+      return grammar::tool_call_format(nlohmann::json(rq.tools), rq.tool_choice_name, style,
+                                       opened ? "</think>\n\n" : "");
     } catch (grammar::schema_error const& e) {
       throw bad_request(
           b, api_error(400, e.what(), "invalid_request_error",
