@@ -6,12 +6,13 @@
 // malformed bodies and malformed HTTP. It checks the server never dies, every well-formed request
 // ends with a whole reply or an error object with a reason before a deadline, greedy replies equal
 // their solo runs, /v1/load never shows more running than --parallel or more pages promised than
-// exist, the census balances at SIGTERM and resident memory grows less than 16 MiB from the
+// exist, the census balances at SIGTERM and resident memory grows less than 8 MiB from the
 // first run to the second. Connections: 500 idle and trickling connections do not stop a new
 // client being served within 2 s, and a client past --max-connections gets a 503 with a reason.
 #include <tests/serve/live_server.hpp>
 #include <tf/serve/detail/request_frame.hpp>
 
+#include <fmt/format.h>
 #include <httplib.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -52,8 +53,8 @@ struct settings {
   int requests = 1000;  // per run; two runs
   int clients = 32;
   fs::path model;
-  bool real = false;  // the default model
-  std::chrono::seconds deadline{60};
+  bool real = false;                   // the default model
+  std::chrono::seconds deadline{120};  // no request may take longer
 };
 
 settings load_settings() {
@@ -302,13 +303,24 @@ struct load_run {
   std::vector<held_socket> held;
   std::atomic<std::size_t> slowest_ms{0};  // the longest request, from its start to its end
 
+  // Names a request that got no reply: the error, whether the connection was a kept one, and
+  // how long it took.
+  static std::string no_reply(std::string const& what, httplib::Error e, bool kept,
+                              steady::time_point start) {
+    return fmt::format("{}: no reply ({}) on a {} connection after {:.3f} s", what,
+                       httplib::to_string(e), kept ? "kept" : "new",
+                       std::chrono::duration<double>(steady::now() - start).count());
+  }
+
   // A whole or streamed reply from httplib: classified, and compared with its solo reply.
   void normal(httplib::Client& c, std::string const& path, json const& body,
               solo_case const* solo) {
     bool const stream = body.value("stream", false);
+    bool const kept = c.is_socket_open() != 0;
+    auto const start = steady::now();
     if (!stream) {
       auto r = c.Post(path.c_str(), body.dump(), "application/json");
-      if (!r) return t.problem(path + ": no reply: " + httplib::to_string(r.error()));
+      if (!r) return t.problem(no_reply(path, r.error(), kept, start));
       if (r->status == 200) {
         auto const j = json::parse(r->body, nullptr, false);
         if (!j.is_object() || !j.contains("choices") ||
@@ -339,15 +351,7 @@ struct load_run {
     };
     httplib::Response res;
     httplib::Error err = httplib::Error::Success;
-    bool const was_open = c.is_socket_open();
-    auto const t_start = steady::now();
-    if (!c.send(req, res, err))
-      return t.problem(
-          path + " streamed: no reply: " + httplib::to_string(err) + " was_open " +
-          std::to_string(was_open) + " after " +
-          std::to_string(std::chrono::duration<double>(steady::now() - t_start).count()) + " got " +
-          std::to_string(got.size()) + " status " + std::to_string(res.status) + " " +
-          got.substr(0, 300));
+    if (!c.send(req, res, err)) return t.problem(no_reply(path + " streamed", err, kept, start));
     if (res.status != 200) {
       std::string code;
       if (!is_error_object(got, &code))
@@ -473,9 +477,11 @@ struct load_run {
           R"({"messages": [{"role": "wizard", "content": "x"}]})"};
       auto const& body = bad[rng() % bad.size()];
       bool const chat = body.find("messages") != std::string::npos;
-      auto r = slot.get().Post(chat ? "/v1/chat/completions" : "/v1/completions", body,
-                               "application/json");
-      if (!r) return t.problem("malformed body: no reply: " + httplib::to_string(r.error()));
+      auto& c = slot.get();
+      bool const kept = c.is_socket_open() != 0;
+      auto const start = steady::now();
+      auto r = c.Post(chat ? "/v1/chat/completions" : "/v1/completions", body, "application/json");
+      if (!r) return t.problem(no_reply("malformed body", r.error(), kept, start));
       if (r->status != 400 || !is_error_object(r->body))
         return t.problem("malformed body answered " + std::to_string(r->status) + ": " +
                          r->body.substr(0, 160));
@@ -486,9 +492,12 @@ struct load_run {
       // Past the context, or past every page of the pool (or over the body limit: 413).
       std::size_t const tokens = kind < 11 ? context + 1 + rng() % context : pool_tokens + 1;
       auto const prompt = random_text(rng, std::min<std::size_t>(8 * tokens, max_body - 1024));
-      auto r = slot.get().Post("/v1/completions", completion_body(prompt, 8, false, true).dump(),
-                               "application/json");
-      if (!r) return t.problem("oversize prompt: no reply: " + httplib::to_string(r.error()));
+      auto& c = slot.get();
+      bool const kept = c.is_socket_open() != 0;
+      auto const start = steady::now();
+      auto r = c.Post("/v1/completions", completion_body(prompt, 8, false, true).dump(),
+                      "application/json");
+      if (!r) return t.problem(no_reply("oversize prompt", r.error(), kept, start));
       std::string code;
       bool const ok = (r->status == 400 || r->status == 413) && is_error_object(r->body, &code) &&
                       (code == "context_length_exceeded" || code == "larger_than_pool" ||
@@ -498,7 +507,7 @@ struct load_run {
                          r->body.substr(0, 160));
       t.oversize++;
     } else if (kind < 22) {
-      raw_stream(completion_body(random_text(rng, 1 + rng() % 200), 200, true, false), 0, nullptr);
+      raw_stream(completion_body(random_text(rng, 1 + rng() % 100), 200, true, false), 0, nullptr);
     } else if (kind < 26) {
       int const fd = connect_to(port);
       if (fd < 0) return t.problem("connect failed");
@@ -521,7 +530,7 @@ struct load_run {
       bool const chat = kind >= 90;
       bool const stream = rng() % 5 < 2;
       int const max_tokens = 1 + static_cast<int>(rng() % 64);
-      auto const text = random_text(rng, 1 + rng() % 300);
+      auto const text = random_text(rng, 1 + rng() % 160);
       json body = chat ? json{{"messages", {{{"role", "user"}, {"content", text}}}},
                               {"max_tokens", max_tokens},
                               {"stream", stream}}
@@ -663,15 +672,16 @@ TEST_CASE("load and faults over HTTP: 2 runs of mixed requests from 32 clients")
   std::size_t const parallel = 4, context = cfg.real ? 2048 : 512;
   int const read_timeout = 2, idle_timeout = 5;
   auto const t0 = steady::now();
+  // One forward thread on the tiny model: a second one only waits on its sibling here.
   std::vector<std::string> args{cfg.model.string(),
                                 "--parallel",
                                 std::to_string(parallel),
                                 "--context",
                                 std::to_string(context),
                                 "--threads",
-                                "2",
+                                cfg.real ? "2" : "1",
                                 "--max-queue",
-                                "32",
+                                "16",
                                 "--prompt-cache-gib",
                                 "0.01",
                                 "--read-timeout",
@@ -680,7 +690,14 @@ TEST_CASE("load and faults over HTTP: 2 runs of mixed requests from 32 clients")
                                 std::to_string(idle_timeout)};
   // The fixtures carry no chat template (the default model has a built-in one).
   if (!cfg.real) args.insert(args.end(), {"--chat-template", TF_FIXTURES_DIR "/jinja/qwen3.jinja"});
+  // glibc's malloc keeps freed memory in up to 8 arenas per core, so the server's RSS after a run
+  // wanders by tens of MiB with how the run's peaks fell (measured: 82-102 MiB over six runs).
+  // Two arenas and large blocks given back at free make RSS track what is kept: a leak.
+  ::setenv("MALLOC_ARENA_MAX", "2", 1);
+  ::setenv("MALLOC_MMAP_THRESHOLD_", "65536", 1);
   live_server s(args);
+  ::unsetenv("MALLOC_ARENA_MAX");
+  ::unsetenv("MALLOC_MMAP_THRESHOLD_");
   REQUIRE(s.wait_ready(180s));
   int const port = s.port();
   pid_t const pid = child_serve_pid();
@@ -703,7 +720,7 @@ TEST_CASE("load and faults over HTTP: 2 runs of mixed requests from 32 clients")
   {
     std::mt19937 rng(42);
     for (int i = 0; i < 16; ++i) {
-      solo_case c{random_text(rng, 5 + rng() % 400), 1 + static_cast<int>(rng() % 48), ""};
+      solo_case c{random_text(rng, 5 + rng() % 240), 1 + static_cast<int>(rng() % 48), ""};
       c.sha = complete(port, c.prompt, c.max_tokens).at("tf").at("token_sha");
       solos.push_back(c);
     }
@@ -744,6 +761,7 @@ TEST_CASE("load and faults over HTTP: 2 runs of mixed requests from 32 clients")
         t.malformed.load(), t.raw_malformed.load(), t.oversize.load(), t.failures.load(),
         poll.polls.load(), poll.max_running.load(), poll.max_promised.load());
     CHECK(t.failures == 0);
+    CHECK(lr.slowest_ms < static_cast<std::size_t>(cfg.deadline.count()) * 1000);
     CHECK(t.mismatched == 0);
     CHECK(t.compared > 0);
     CHECK(t.complete > 0);
@@ -781,14 +799,19 @@ TEST_CASE("load and faults over HTTP: 2 runs of mixed requests from 32 clients")
       static_cast<long long>(rss_after[1]) - static_cast<long long>(rss_after[0]);
   std::printf(
       "load: RSS %zu KiB after start and solo runs, %zu KiB after run 1, %zu KiB after run 2 "
-      "(growth %lld KiB; bound 16384)\n",
+      "(growth %lld KiB; bound 8192)\n",
       rss_start, rss_after[0], rss_after[1], growth_kib);
   CHECK(rss_after[0] > 0);
-  CHECK(growth_kib < 16 * 1024);
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer's allocator keeps freed blocks in quarantine; its leak check at exit
+  // (a non-zero exit, checked below) stands in for the bound.
+  WARN("RSS growth not bounded under AddressSanitizer: " << growth_kib << " KiB");
+#else
+  CHECK(growth_kib < 8 * 1024);
+#endif
 
   CHECK(s.stop() == 0);
   auto const log = s.log();
-  { std::ofstream dbg("/tmp/lf/server.log"); dbg << log; }
   check_census(log);
   auto const line = counts_line(log);
   INFO(log);

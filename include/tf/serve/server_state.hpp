@@ -22,8 +22,7 @@ struct http_config {
   std::size_t max_body_bytes = 4u << 20;  // larger bodies get 413
   int read_timeout_s = 10;                // headers and body
   int write_timeout_s = 30;
-  std::size_t max_connections = 64;    // connections served at once; more get 503 + Retry-After
-  std::size_t overflow_workers = 4;    // threads that answer the connections over the cap
+  std::size_t max_connections = 64;    // open connections; one more gets 503 + Retry-After
   std::string alias;                   // the served model's name (empty: the model's own id)
   std::string cors_origin;             // Access-Control-Allow-Origin (empty: no CORS headers)
   sample::sampling_defaults sampling;  // what a request's omitted sampling fields take

@@ -301,7 +301,7 @@ class connection_gate {
           return false;
         }
       }
-      if (eof) { if (!c.buf.empty()) std::fprintf(stderr, "GATEDBG eof with %zu bytes: %.60s\n", c.buf.size(), c.buf.c_str()); drop(c); }
+      if (eof) drop(c);
       return !eof;
     };
     auto enroll = [&](std::unique_ptr<conn> c) {
@@ -353,7 +353,6 @@ class connection_gate {
           if (c->draining) {
             drop(*c);
           } else if (!c->started) {
-            if (c->served) std::fprintf(stderr, "GATEDBG idle close after %zu served\n", c->served);
             idle_closed_++;
             drop(*c);
           } else {
@@ -407,7 +406,6 @@ class connection_gate {
       requests_++;
       c->served++;
       if (!ok || closed || last || stopping_) {
-        std::fprintf(stderr, "GATEDBG worker close ok %d closed %d last %d framed %d served %zu\n", ok, closed, last, framed, c->served);
         close_conn(*c);
         continue;
       }
