@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <vector>
+#include "../common/cannot_run.hpp"
 
 namespace gemma = tf::families::gemma;
 using engine = tf::engine<gemma::gemma3, tf::backend::cpu>;
@@ -97,7 +98,7 @@ TEST_CASE(
     "teacher-forced on llama.cpp's greedy continuations: >= 99% top-1, misses are near-ties") {
   auto const* file = default_model();
   if (!file) {
-    SUCCEED("default model absent: skipped");
+    tf::test::cannot_run("the default model (Gemma 3 270M Q4_K_M) is absent");
     return;
   }
   auto goldens = load_goldens();
@@ -166,7 +167,7 @@ std::uint64_t fnv1a64(std::span<float const> row) {
 TEST_CASE("default model: logits bit-identical to llama.cpp's one-token-at-a-time decode") {
   auto const* file = default_model();
   if (!file) {
-    SUCCEED("default model absent: skipped");
+    tf::test::cannot_run("the default model (Gemma 3 270M Q4_K_M) is absent");
     return;
   }
   if (tf::kernels::cpu::default_isa() == tf::kernels::cpu::isa::portable) {
@@ -217,7 +218,7 @@ TEST_CASE("default model: logits bit-identical to llama.cpp's one-token-at-a-tim
 TEST_CASE("default model against transformers on the dequantized GGUF (f32 KV)") {
   auto const* file = default_model();
   if (!file) {
-    SUCCEED("default model absent: skipped");
+    tf::test::cannot_run("the default model (Gemma 3 270M Q4_K_M) is absent");
     return;
   }
   std::ifstream in(std::string(TF_FIXTURES_DIR) + "/gemma/hf_gguf_logits.json");
@@ -261,7 +262,7 @@ TEST_CASE("default model against transformers on the dequantized GGUF (f32 KV)")
 TEST_CASE("default model: threads 1 vs 2 and batch 1 vs 8 give bit-identical logits") {
   auto const* file = default_model();
   if (!file) {
-    SUCCEED("default model absent: skipped");
+    tf::test::cannot_run("the default model (Gemma 3 270M Q4_K_M) is absent");
     return;
   }
   auto goldens = load_goldens();

@@ -14,6 +14,7 @@
 #include <iterator>
 #include <string>
 #include <vector>
+#include "../common/cannot_run.hpp"
 
 namespace cpu = tf::kernels::cpu;
 using tf::model::tensor_type;
@@ -95,8 +96,7 @@ TEST_CASE("dequantize_row is bit-exact with gguf-py on the default model's tenso
   auto idx = index_json();
   const std::string path = idx["model"]["path"];
   if (!std::filesystem::exists(path)) {
-    std::cout << "SKIP: default model not found at " << path << "\n";
-    SUCCEED("default model absent");
+    tf::test::cannot_run("the default model is absent: " + path);
     return;
   }
   const auto& tensors = idx["model"]["tensors"];

@@ -14,6 +14,7 @@
 #include <random>
 #include <string>
 #include <vector>
+#include "../common/cannot_run.hpp"
 
 namespace cpu = tf::kernels::cpu;
 using tf::model::tensor_type;
@@ -320,8 +321,7 @@ TEST_CASE("matmul on the default model's rows matches the dequantized reference"
   REQUIRE(idx_file.good());
   const auto idx = nlohmann::json::parse(idx_file);
   if (!std::filesystem::exists(path)) {
-    std::cout << "SKIP: default model not found at " << path << "\n";
-    SUCCEED("default model absent");
+    tf::test::cannot_run("the default model is absent: " + path);
     return;
   }
   std::ifstream f(path, std::ios::binary);

