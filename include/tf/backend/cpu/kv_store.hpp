@@ -8,6 +8,7 @@
 #include <kernels/cpu/vec_math.hpp>
 #include <tf/backend/backend.hpp>
 #include <tf/backend/cpu/step.hpp>
+#include <tf/backend/cpu/zeroed_array.hpp>
 #include <tf/batch.hpp>
 #include <tf/error.hpp>
 
@@ -36,12 +37,15 @@ class kv_store {
                    static_cast<std::size_t>(layout.head_dim);
     std::size_t const per_layer = page_floats_ * static_cast<std::size_t>(kv_.num_pages);
     auto const n = static_cast<std::size_t>(layout.layers);
-    if (kv_.dtype == kv_dtype::f32) {
-      k_.assign(n, std::vector<float>(per_layer, 0.0f));
-      v_.assign(n, std::vector<float>(per_layer, 0.0f));
-    } else {
-      k16_.assign(n, std::vector<std::uint16_t>(per_layer, 0));
-      v16_.assign(n, std::vector<std::uint16_t>(per_layer, 0));
+    // Zero pages the kernel maps on first write: unused pages cost no resident memory.
+    for (std::size_t l = 0; l < n; ++l) {
+      if (kv_.dtype == kv_dtype::f32) {
+        k_.emplace_back(per_layer);
+        v_.emplace_back(per_layer);
+      } else {
+        k16_.emplace_back(per_layer);
+        v16_.emplace_back(per_layer);
+      }
     }
   }
 
@@ -316,8 +320,8 @@ class kv_store {
   kv_layout layout_;
   std::size_t page_floats_ = 0;
   // [num_pages, page_tokens, num_kv_heads, head_dim] per layer
-  std::vector<std::vector<float>> k_, v_;
-  std::vector<std::vector<std::uint16_t>> k16_, v16_;
+  std::vector<zeroed_array<float>> k_, v_;
+  std::vector<zeroed_array<std::uint16_t>> k16_, v16_;
 };
 
 }  // namespace tf::backend::cpu_parts
