@@ -157,8 +157,37 @@ def proc_memory(pid):
     return out
 
 
+def cpu_busy():
+    """Busy seconds of all CPUs (/proc/stat) and a monotonic time."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK"), time.monotonic()
+
+
+def proc_cpu(pid):
+    """CPU seconds of a process so far (/proc/PID/stat utime + stime)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_idle(args):
+    """Waits (up to --idle-wait s) until other processes keep at most --max-other cores busy."""
+    t0 = time.monotonic()
+    while True:
+        a = cpu_busy()
+        time.sleep(1.0)
+        b = cpu_busy()
+        busy = (b[0] - a[0]) / (b[1] - a[1])
+        if busy <= args.max_other or time.monotonic() - t0 > args.idle_wait:
+            return busy, time.monotonic() - t0
+        time.sleep(4.0)
+
+
 def bench_server(name, cmd, base, args, memory):
-    print(f"# {name}: {' '.join(cmd)}", file=sys.stderr)
+    busy, waited = wait_idle(args)
+    print(f"# {name}: {' '.join(cmd)} (others {busy:.2f} cores after waiting {waited:.0f} s)",
+          file=sys.stderr)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rows = []
     try:
@@ -167,6 +196,7 @@ def bench_server(name, cmd, base, args, memory):
         model = client.models.list().data[0].id
         one_request(client, model, "Warm up.", 4, [])
         solo = {}  # prompt -> its reply at concurrency 1
+        b0, p0, c0 = cpu_busy(), proc_cpu(proc.pid), time.process_time()
         for conc in (1, 2, 4, 8):
             r = run_level(base, model, conc, args.requests, args.max_tokens, solo)
             r["server"] = name
@@ -175,6 +205,9 @@ def bench_server(name, cmd, base, args, memory):
                   f"{r['differ']} differ from solo "
                   f"{r['first_error'][:200]}", file=sys.stderr)
         memory.update(proc_memory(proc.pid))
+        b1, p1, c1 = cpu_busy(), proc_cpu(proc.pid), time.process_time()
+        # Cores kept busy by anything but the server and this client while the levels ran.
+        memory["others"] = max(0.0, (b1[0] - b0[0]) - (p1 - p0) - (c1 - c0)) / (b1[1] - b0[1])
         print(f"# {name}: VmRSS {memory.get('VmRSS', 0):.0f} MB, VmHWM {memory.get('VmHWM', 0):.0f} MB",
               file=sys.stderr)
     finally:
@@ -213,6 +246,10 @@ def main():
     ap.add_argument("--llama-build", default=None, help="a build name of bench/build_llama_cpp.sh")
     ap.add_argument("--no-llama", action="store_true")
     ap.add_argument("--no-tf", action="store_true")
+    ap.add_argument("--max-other", type=float, default=0.3,
+                    help="before each server, wait until other processes keep at most this many "
+                         "cores busy ...")
+    ap.add_argument("--idle-wait", type=float, default=300, help="... for at most this many s")
     ap.add_argument("--write", action="store_true", help="write the tables into bench/RESULTS.md")
     args = ap.parse_args()
     if args.llama_build:
@@ -252,6 +289,8 @@ def main():
     load_after = os.getloadavg()
 
     build_name = pathlib.Path(args.llama_server).parents[2].name.removeprefix("llama-")
+    tf_build = pathlib.Path(args.serve).resolve().parents[1] / "tf-build.txt"
+    tf_built = tf_build.read_text().strip() if tf_build.is_file() else "?"
     cmd_line = "python3 bench/bench_openai.py " + " ".join(sys.argv[1:])
     out = [
         "<!-- bench_openai:begin (written by bench/bench_openai.py --write) -->",
@@ -260,11 +299,15 @@ def main():
         f"`{cmd_line.strip()}`, {started:%Y-%m-%d %H:%M}; load average {load_before[0]:.2f} before, "
         f"{load_after[0]:.2f} after. {args.requests} streamed greedy chat requests of up to "
         f"{args.max_tokens} tokens per concurrency level; --context {args.context} per stream, "
-        f"{args.threads} threads, {os.path.basename(args.model)}. llama-server: "
+        f"{args.threads} threads, {os.path.basename(args.model)}. tf serve: `{args.serve}` (tf "
+        f"{tf_built}, bench/build.sh; its defaults otherwise). llama-server: "
         f"`{args.llama_server}` (build `{build_name}` of bench/build_llama_cpp.sh), "
         f"`-np P -c P*{args.context}`. tokens/s is generated tokens over the level's wall time; TTFT "
         "and inter-token gaps at the client; \"replies != solo\" counts replies that differ from "
-        "the same prompt's reply at concurrency 1. One run.",
+        "the same prompt's reply at concurrency 1. One run. Other processes kept "
+        + ", ".join(f"{m.get('others', float('nan')):.2f}" for _, _, m in mem)
+        + " cores busy during the " + ", ".join(f"{n} --parallel {p}" for n, p, _ in mem)
+        + " runs.",
         "",
         "| server | --parallel | concurrency | tokens/s | TTFT p50 ms | TTFT p99 ms | inter-token p50 ms "
         "| inter-token p99 ms | failed | replies != solo |",

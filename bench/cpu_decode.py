@@ -6,7 +6,8 @@ tables into bench/RESULTS.md between the cpu_decode markers.
 
 Usage: python3 bench/cpu_decode.py [--build build-bench] [--threads 1 2] [--rounds 3]
            [--llama-builds ~/.cache/tf-bench/llama-gcc-avx512 ...] [--prefill 128 512 4096]
-           [--depths 0 128 4096] [--decode-tokens 64] [--json out.json] [--no-write]
+           [--depths 0 128 4096] [--decode-tokens 64] [--max-other 0.25] [--idle-wait 300]
+           [--retries 3] [--json out.json] [--no-write]
 
 Tests, each at every thread count: prefill of 128, 512 and 4096 tokens (llama-bench -p N -n 0;
 tf-generate with an N-token prompt, its prompt time, which includes sampling the first token), and
@@ -15,8 +16,10 @@ with a D-token prompt, one BOS token for D = 0, and -n 65: the 64 forwards after
 Prompts are BOS and then pseudo-random token ids, as llama-bench's are. Rounds alternate: in each
 round every engine runs every test once per thread count, in an order rotated round by round, so
 drift on a shared machine hits all alike; the tables give the median over rounds and the spread
-(min-max). llama-bench runs with its defaults (one warm-up run per test, n_batch 2048, n_ubatch 512,
-flash attention auto) and -r 1; tf-generate runs cold (no warm-up) with its defaults (weights read
+(min-max). On a shared machine a run waits for other processes to go quiet (--max-other,
+--idle-wait, --retries; see allowed()), and the tables say how busy they were. llama-bench runs
+with its defaults (one warm-up run per test, n_batch 2048, n_ubatch 512, flash attention auto) and
+-r 1; tf-generate runs cold (no warm-up) with its defaults (weights read
 into huge-page memory, f16 KV). Builds whose run check (status.txt) records a crash are listed, not
 run; a test a build fails in the run is left out of its row.
 """
@@ -47,6 +50,12 @@ ap.add_argument("--llama-builds", nargs="*", default=None,
 ap.add_argument("--prefill", type=int, nargs="+", default=[128, 512, 4096])
 ap.add_argument("--depths", type=int, nargs="+", default=[0, 128, 4096])
 ap.add_argument("--decode-tokens", type=int, default=64)
+ap.add_argument("--max-other", type=float, default=0.25,
+                help="a run during which other processes kept more than this many cores busy is "
+                     "taken again (after waiting for them), up to --retries times")
+ap.add_argument("--retries", type=int, default=3)
+ap.add_argument("--idle-wait", type=float, default=300,
+                help="seconds without a quiet moment after which the next run goes anyway")
 ap.add_argument("--json", help="also write the raw samples here")
 ap.add_argument("--no-write", action="store_true")
 args = ap.parse_args()
@@ -126,8 +135,7 @@ build = pathlib.Path(args.build).resolve()
 tf_generate = next((p for p in [build / "apps" / "tf-generate", build / "tf-generate"]
                     if p.is_file()), None)
 if tf_generate is None:
-    sys.exit(f"no tf-generate under {build}; build it: cmake -S . -B {build} "
-             f"-DCMAKE_BUILD_TYPE=Release -DTF_CUDA=OFF && cmake --build {build} --target tf-generate")
+    sys.exit(f"no tf-generate under {build}; build it: bash bench/build.sh {build}")
 sb = next((p for p in [build / "stream_bandwidth", root / "build-bench" / "stream_bandwidth"]
            if p.is_file()), None)
 if sb is None:
@@ -146,7 +154,8 @@ for d in llama_dirs:
          "bench": str(d / "build" / "bin" / "llama-bench"),
          "status": read(d / "status.txt") or "unchecked",
          "system_info": read(d / "system_info.txt"),
-         "flags": " ".join(l for l in read(d / "flags.txt").splitlines()[1:]
+         "flags": " ".join(f'"{l}"' if " " in l else l
+                           for l in read(d / "flags.txt").splitlines()[1:]
                            if not l.startswith(("-DCMAKE_BUILD_TYPE", "-DBUILD_SHARED", "-DLLAMA_")))}
     if not os.access(b["bench"], os.X_OK):
         continue
@@ -193,7 +202,8 @@ def run_tf(threads):
 def run_llama(b, threads):
     out, errors = {}, []
     for extra in (["-p", ",".join(map(str, args.prefill)), "-n", "0"],
-                  ["-p", "0", "-n", str(args.decode_tokens), "-d", ",".join(map(str, args.depths))]):
+                  ["-p", "0", "-n", str(args.decode_tokens),
+                   "-d", ",".join(map(str, args.depths))]):
         cmd = [b["bench"], "-m", args.model, "-t", str(threads), "-r", "1", "-o", "jsonl"] + extra
         r = subprocess.run(cmd, capture_output=True, text=True)
         for line in r.stdout.splitlines():
@@ -224,38 +234,104 @@ def cpu_busy():
     return busy, v[7] / hz, t.children_user + t.children_system, time.monotonic()
 
 
+def others_busy(t0, t1):
+    """Cores kept busy by processes other than this bench's children between two cpu_busy()."""
+    return max(0.0, (t1[0] - t0[0]) - (t1[2] - t0[2])) / max(1e-9, t1[3] - t0[3])
+
+
 # --- the rounds ----------------------------------------------------------------------------------
 engines = ["tf"] + [b["name"] for b in builds]
 samples = {(e, t, k): [] for e in engines for t in args.threads for k in TESTS}
+raw = {key: [] for key in samples}  # (tok/s, clean) per run
+raw_bw = {}
 bw_samples = {t: [] for t in args.threads}
 failures = {}
+ncpu = os.cpu_count() or 1
+
+
+def allowed(threads):
+    """Cores other processes may keep busy during a run on `threads` cores: --max-other, plus the
+    cores the run leaves free (less a margin)."""
+    return args.max_other + max(0.0, ncpu - threads - 0.2)
+
+
+# The jobs in alternating order: per round, the stream read, then per thread count every engine,
+# the engines' order rotated round by round. A job runs when other processes are quiet enough for
+# it (allowed()); while they are not, a later job they are quiet enough for (one with fewer
+# threads) goes first, and after --idle-wait s without any job run the first one runs anyway. A
+# job during which they were busier than allowed is put back, up to --retries times.
+jobs = []
+for rnd in range(args.rounds):
+    jobs.append((rnd, max(args.threads), "stream"))
+    for t in args.threads:
+        jobs += [(rnd, t, e) for e in engines[rnd % len(engines):] + engines[:rnd % len(engines)]]
+tries = {j: 0 for j in jobs}
+retried, other_busy, forced = [], [], []  # runs taken again; others' busy cores in kept runs
 loads = []
 start = cpu_busy()
 started = datetime.datetime.now()
-for rnd in range(args.rounds):
-    load_before = os.getloadavg()[0]
-    for t, g in stream(args.threads).items():
-        bw_samples[t].append(g)
-    for t in args.threads:
-        order = engines[rnd % len(engines):] + engines[:rnd % len(engines)]
-        for e in order:
-            if e == "tf":
-                got = run_tf(t)
-            else:
-                b = next(b for b in builds if b["name"] == e)
-                got, errs = run_llama(b, t)
-                for err in errs:
-                    failures.setdefault((e, t), []).append(err)
-            for k, v in got.items():
-                samples[(e, t, k)].append(v)
-            print(f"round {rnd + 1} threads {t} {e}: " + ", ".join(
-                f"{k[0]}{args.decode_tokens if k[0] == 'tg' else k[1]}"
-                f"{'@d' + str(k[1]) if k[0] == 'tg' else ''} {v:.1f}" for k, v in got.items()),
-                flush=True)
-    loads.append((load_before, os.getloadavg()[0]))
+last_run = time.monotonic()
+while jobs:
+    a = cpu_busy()
+    time.sleep(1.0)
+    busy_now = others_busy(a, cpu_busy())
+    stalled = time.monotonic() - last_run > args.idle_wait
+    job = next((j for j in jobs if busy_now <= allowed(j[1])),
+               min(jobs, key=lambda j: j[1]) if stalled else None)
+    if job is None:
+        time.sleep(4.0)
+        continue
+    rnd, t, e = job
+    load0 = os.getloadavg()[0]
+    c0 = cpu_busy()
+    if e == "stream":
+        got, errs = stream(args.threads), []
+    elif e == "tf":
+        got, errs = run_tf(t), []
+    else:
+        got, errs = run_llama(next(b for b in builds if b["name"] == e), t)
+    busy = others_busy(c0, cpu_busy())
+    last_run = time.monotonic()
+    what = (", ".join(f"{k} threads {v:.1f} GB/s" for k, v in got.items()) if e == "stream" else
+            ", ".join(f"{k[0]}{args.decode_tokens if k[0] == 'tg' else k[1]}"
+                      f"{'@d' + str(k[1]) if k[0] == 'tg' else ''} {v:.1f}"
+                      for k, v in got.items()))
+    print(f"round {rnd + 1} threads {t} {e}: {what} (others {busy_now:.2f} cores before, "
+          f"{busy:.2f} during{', forced' if stalled else ''})", flush=True)
+    if busy > allowed(t) and tries[job] < args.retries:
+        tries[job] += 1
+        retried.append((rnd, t, e, busy))
+        continue
+    jobs.remove(job)
+    if stalled:
+        forced.append((rnd, t, e))
+    loads.append(load0)
+    clean = busy <= allowed(t)
+    if e == "stream":
+        for k, v in got.items():
+            raw_bw.setdefault(k, []).append((v, clean))
+        continue
+    for err in errs:
+        failures.setdefault((e, t), []).append(err)
+    for k, v in got.items():
+        raw[(e, t, k)].append((v, clean))
+    other_busy.append((t, busy))
 end = cpu_busy()
+# A cell's figures: its runs during which other processes stayed within allowed(), or where none
+# did, all its runs (the cell is then starred).
+starred = set()
+for key, xs in list(raw.items()) + [(("stream", t), raw_bw.get(t, [])) for t in args.threads]:
+    good = [v for v, c in xs if c]
+    if xs and not good:
+        starred.add(key)
+    vals = good or [v for v, _ in xs]
+    if key[0] == "stream":
+        bw_samples[key[1]] = vals
+    else:
+        samples[key] = vals
+n_dropped = sum(1 for xs in raw.values() for _, c in xs if not c) - sum(
+    len(raw[k]) for k in starred if k in raw)
 wall = end[3] - start[3]
-ncpu = os.cpu_count() or 1
 other = max(0.0, (end[0] - start[0]) - (end[2] - start[2])) / wall
 steal = (end[1] - start[1]) / wall
 
@@ -264,13 +340,14 @@ def med(xs):
     return statistics.median(xs) if xs else None
 
 
-def cell(xs, digits=1):
+def cell(xs, digits=1, key=None):
     if not xs:
         return "—"
     m = statistics.median(xs)
+    star = "\\*" if key in starred else ""
     if len(xs) == 1:
-        return f"{m:.{digits}f}"
-    return f"{m:.{digits}f} ({min(xs):.{digits}f}–{max(xs):.{digits}f})"
+        return f"{m:.{digits}f}{star} (1 run)"
+    return f"{m:.{digits}f}{star} ({min(xs):.{digits}f}–{max(xs):.{digits}f})"
 
 
 def label(k):
@@ -284,7 +361,8 @@ limit = {t: bw[t] * 1e9 / weight_bytes for t in args.threads}
 cpu_name = ""
 try:
     cpu_name = next(l.split(":", 1)[1].strip() for l in subprocess.run(
-        ["lscpu"], capture_output=True, text=True).stdout.splitlines() if l.startswith("Model name"))
+        ["lscpu"], capture_output=True, text=True).stdout.splitlines()
+        if l.startswith("Model name"))
 except StopIteration:
     pass
 flags = ""
@@ -292,15 +370,20 @@ with open("/proc/cpuinfo") as f:
     for l in f:
         if l.startswith("flags"):
             have = l.split(":", 1)[1].split()
-            flags = " ".join(x for x in ["avx2", "avx512f", "avx512_vnni", "avx512vbmi", "avx512_bf16",
-                                         "amx_tile", "amx_int8"] if x in have)
+            flags = " ".join(x for x in ["avx2", "avx512f", "avx512_vnni", "avx512vbmi",
+                                         "avx512_bf16", "amx_tile", "amx_int8"] if x in have)
             break
 if "amx_tile" not in flags:
     flags += " (no AMX)"
-commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-                        capture_output=True, text=True).stdout.strip()
-dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                       capture_output=True, text=True).stdout.strip()
+# What the tf binary was built from: tf-build.txt beside it if the build step wrote one (git
+# describe of the tree it built), else the checkout's HEAD now.
+tf_built = read(build / "tf-build.txt")
+if not tf_built:
+    commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no",
+                            "--", ".", ":!bench"], capture_output=True, text=True).stdout.strip()
+    tf_built = commit + (" with uncommitted changes" if dirty else "")
 
 cmd_line = "python3 bench/cpu_decode.py " + " ".join(
     a if re.fullmatch(r"[\w./=+-]+", a) else repr(a) for a in sys.argv[1:])
@@ -310,12 +393,21 @@ L = [
     "",
     f"`{cmd_line.strip()}`, {started:%Y-%m-%d %H:%M}, {args.rounds} alternating rounds, "
     f"{wall / 60:.0f} min. CPU: {cpu_name or platform.processor()}, {ncpu} cores "
-    f"({flags.strip()}). tf {commit}{' (with uncommitted changes)' if dirty else ''} "
+    f"({flags.strip()}). tf {tf_built} "
     f"(`{tf_generate.relative_to(root) if tf_generate.is_relative_to(root) else tf_generate}`, "
-    "Release). Machine load: load average "
-    + ", ".join(f"{a:.2f}→{b:.2f}" for a, b in loads)
-    + f" (start→end of each round); CPU time of processes other than the bench's own during the run "
-    f"{100 * other / ncpu:.0f}% of the {ncpu} cores, steal {100 * steal / ncpu:.0f}%.",
+    "Release). Machine: shared with other sessions' builds and tests; load average "
+    f"{min(loads):.2f}-{max(loads):.2f} at the runs' starts; processes other than the bench's own "
+    f"used {100 * other / ncpu:.0f}% of the {ncpu} cores over the whole run (steal "
+    f"{100 * steal / ncpu:.0f}%). A run waits until other processes keep at most "
+    f"{args.max_other:g} cores busy, plus the cores it leaves free (so a 1-thread run may share "
+    f"the machine with one busy core), and is taken again (up to {args.retries} times) if they were "
+    f"busier during it: {len(retried)} taken again, {len(forced)} run after {args.idle_wait:g} s "
+    "without a quiet moment; in the kept runs other processes kept "
+    + "; ".join(f"{statistics.median(xs):.2f} cores busy (median), {max(xs):.2f} at most at {t} "
+                f"thread{'s' if t > 1 else ''}" for t in args.threads
+                for xs in [[b for tt, b in other_busy if tt == t]] if xs)
+    + (f"; {n_over} kept runs over the limit." if (n_over := sum(
+        1 for tt, b in other_busy if b > allowed(tt))) else "."),
     "",
     "llama.cpp builds (bench/build_llama_cpp.sh, llama-cpp-python's vendored llama.cpp; "
     "`llama-bench -r 1`, its defaults otherwise):",
@@ -332,8 +424,10 @@ for (e, t), errs in sorted(failures.items()):
     L.append(f"- `{e}` failed at {t} thread(s): {errs[0]}")
 L += [
     "",
-    "Tokens/s, median over rounds (min–max); `best` is the llama.cpp build with the highest "
-    "median that completed the test; tf / best is the ratio of the medians.",
+    "Tokens/s, median over rounds (min–max) of the runs during which other processes stayed "
+    f"within the limit ({n_dropped} runs over it left out); \\* marks a cell none of whose runs "
+    "did (all its runs kept). `best` is the llama.cpp build with the highest median that completed "
+    "the test; tf / best is the ratio of the medians.",
     "",
     "| test | threads | tf | " + " | ".join(f"llama.cpp {b['name']}" for b in builds)
     + " | best | tf / best |",
@@ -349,8 +443,9 @@ for k in TESTS:
         tf_m = med(samples[("tf", t, k)])
         ratio = f"{tf_m / meds[best]:.2f}x" if best and tf_m else "—"
         d = 2 if k[0] == "tg" else 1
-        L.append(f"| {label(k)} | {t} | {cell(samples[('tf', t, k)], d)} | "
-                 + " | ".join(cell(samples[(b['name'], t, k)], d) for b in builds)
+        L.append(f"| {label(k)} | {t} | {cell(samples[('tf', t, k)], d, ('tf', t, k))} | "
+                 + " | ".join(cell(samples[(b['name'], t, k)], d, (b['name'], t, k))
+                              for b in builds)
                  + f" | {best or '—'} | {ratio} |")
 wins = {}
 for name in best_of.values():
@@ -363,7 +458,7 @@ if overall:
 L += [
     "",
     f"Bandwidth limit: bench/stream_bandwidth's best read (1 GiB, 4 KiB or huge pages, with or "
-    f"without software prefetch), run at the start of each round; a decode token reads "
+    f"without software prefetch), run once a round; a decode token reads "
     f"{weight_bytes / 1e6:.1f} MB of weights (every tensor once, the tied embedding as the head; "
     "KV reads not counted: about 1% more at depth 128); limit = GB/s / MB per token.",
     "",
@@ -380,8 +475,8 @@ for t in args.threads:
     def pctof(x):
         return f"{100 * x / limit[t]:.0f}%" if x else "—"
 
-    L.append(f"| {t} | {cell(bw_samples[t])} | {limit[t]:.1f} | {f'{tf0:.2f}' if tf0 else '—'} | "
-             f"{pctof(tf0)} | {f'{ll0:.2f} ({bb})' if ll0 else '—'} | {pctof(ll0)} | "
+    L.append(f"| {t} | {cell(bw_samples[t], 1, ('stream', t))} | {limit[t]:.1f} | "
+             f"{f'{tf0:.2f}' if tf0 else '—'} | {pctof(tf0)} | {f'{ll0:.2f} ({bb})' if ll0 else '—'} | {pctof(ll0)} | "
              f"{f'{tf128:.2f}' if tf128 else '—'} | {pctof(tf128)} |")
 L.append("<!-- cpu_decode:end -->")
 block = "\n".join(L)
@@ -389,7 +484,9 @@ print(block)
 if args.json:
     pathlib.Path(args.json).write_text(json.dumps({
         "started": started.isoformat(), "wall_s": wall, "loads": loads, "other_cores": other,
-        "steal_cores": steal, "bandwidth": bw_samples, "weight_bytes": weight_bytes,
+        "steal_cores": steal, "retried": retried, "forced": forced, "other_busy": other_busy,
+        "raw": {f"{k[0]}/{k[1]}/{k[2][0]}{k[2][1]}": v for k, v in raw.items()},
+        "raw_bw": raw_bw, "bandwidth": bw_samples, "weight_bytes": weight_bytes,
         "builds": builds, "skipped": skipped, "failures": {f"{e}/{t}": v for (e, t), v in
                                                            failures.items()},
         "samples": [{"engine": e, "threads": t, "test": f"{k[0]}{k[1]}", "tok_s": v}
