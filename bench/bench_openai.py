@@ -208,8 +208,8 @@ def bench_server(name, cmd, base, args, memory):
         b1, p1, c1 = cpu_busy(), proc_cpu(proc.pid), time.process_time()
         # Cores kept busy by anything but the server and this client while the levels ran.
         memory["others"] = max(0.0, (b1[0] - b0[0]) - (p1 - p0) - (c1 - c0)) / (b1[1] - b0[1])
-        print(f"# {name}: VmRSS {memory.get('VmRSS', 0):.0f} MB, VmHWM {memory.get('VmHWM', 0):.0f} MB",
-              file=sys.stderr)
+        print(f"# {name}: VmRSS {memory.get('VmRSS', 0):.0f} MB, "
+              f"VmHWM {memory.get('VmHWM', 0):.0f} MB", file=sys.stderr)
     finally:
         proc.terminate()
         try:
@@ -219,8 +219,12 @@ def bench_server(name, cmd, base, args, memory):
     return rows
 
 
+def bench_cache():
+    return pathlib.Path(os.environ.get("TF_BENCH_CACHE") or os.path.expanduser("~/.cache/tf-bench"))
+
+
 def default_llama_server():
-    cache = pathlib.Path(os.environ.get("TF_BENCH_CACHE") or os.path.expanduser("~/.cache/tf-bench"))
+    cache = bench_cache()
     names = []
     if (cache / "best.txt").is_file():
         names.append((cache / "best.txt").read_text().strip())
@@ -228,7 +232,8 @@ def default_llama_server():
     for n in names:
         p = cache / f"llama-{n}" / "build" / "bin" / "llama-server"
         status = cache / f"llama-{n}" / "status.txt"
-        if p.is_file() and not (status.is_file() and status.read_text().startswith(("crash", "fail"))):
+        broken = status.is_file() and status.read_text().startswith(("crash", "fail"))
+        if p.is_file() and not broken:
             return str(p)
     return str(cache / "llama-clang-amx" / "build" / "bin" / "llama-server")
 
@@ -253,8 +258,8 @@ def main():
     ap.add_argument("--write", action="store_true", help="write the tables into bench/RESULTS.md")
     args = ap.parse_args()
     if args.llama_build:
-        cache = pathlib.Path(os.environ.get("TF_BENCH_CACHE") or os.path.expanduser("~/.cache/tf-bench"))
-        args.llama_server = str(cache / f"llama-{args.llama_build}" / "build" / "bin" / "llama-server")
+        args.llama_server = str(bench_cache() / f"llama-{args.llama_build}" / "build" / "bin" /
+                                "llama-server")
     elif not args.llama_server:
         args.llama_server = default_llama_server()
 
@@ -296,21 +301,23 @@ def main():
         "<!-- bench_openai:begin (written by bench/bench_openai.py --write) -->",
         "## Serving: the openai client against tf serve and llama-server (default model, CPU)",
         "",
-        f"`{cmd_line.strip()}`, {started:%Y-%m-%d %H:%M}; load average {load_before[0]:.2f} before, "
+        f"`{cmd_line.strip()}`, {started:%Y-%m-%d %H:%M}; load average {load_before[0]:.2f} "
+        "before, "
         f"{load_after[0]:.2f} after. {args.requests} streamed greedy chat requests of up to "
         f"{args.max_tokens} tokens per concurrency level; --context {args.context} per stream, "
         f"{args.threads} threads, {os.path.basename(args.model)}. tf serve: `{args.serve}` (tf "
         f"{tf_built}, bench/build.sh; its defaults otherwise). llama-server: "
         f"`{args.llama_server}` (build `{build_name}` of bench/build_llama_cpp.sh), "
-        f"`-np P -c P*{args.context}`. tokens/s is generated tokens over the level's wall time; TTFT "
+        f"`-np P -c P*{args.context}`. tokens/s is generated tokens over the level's wall time; "
+        "TTFT "
         "and inter-token gaps at the client; \"replies != solo\" counts replies that differ from "
         "the same prompt's reply at concurrency 1. One run. Other processes kept "
         + ", ".join(f"{m.get('others', float('nan')):.2f}" for _, _, m in mem)
         + " cores busy during the " + ", ".join(f"{n} --parallel {p}" for n, p, _ in mem)
         + " runs.",
         "",
-        "| server | --parallel | concurrency | tokens/s | TTFT p50 ms | TTFT p99 ms | inter-token p50 ms "
-        "| inter-token p99 ms | failed | replies != solo |",
+        "| server | --parallel | concurrency | tokens/s | TTFT p50 ms | TTFT p99 ms "
+        "| inter-token p50 ms | inter-token p99 ms | failed | replies != solo |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -323,7 +330,8 @@ def main():
         cs = sorted({r["conc"] for r in rows if r["parallel"] == par})
         if all(("tf serve", par, c) in by and ("llama-server", par, c) in by for c in cs) and cs:
             ratios.append(f"--parallel {par}: " + ", ".join(
-                f"c={c} {by[('tf serve', par, c)] / by[('llama-server', par, c)]:.2f}x" for c in cs))
+                f"c={c} {by[('tf serve', par, c)] / by[('llama-server', par, c)]:.2f}x"
+                for c in cs))
     if ratios:
         out += ["", "tf serve / llama-server tokens/s: " + "; ".join(ratios) + "."]
     if mem:
@@ -339,7 +347,8 @@ def main():
         res = pathlib.Path(__file__).resolve().parent / "RESULTS.md"
         old = res.read_text() if res.exists() else "# Benchmark results\n"
         pat = re.compile(r"<!-- bench_openai:begin.*?<!-- bench_openai:end -->", re.S)
-        new = pat.sub(lambda _: block, old) if pat.search(old) else old.rstrip() + "\n\n" + block + "\n"
+        new = (pat.sub(lambda _: block, old) if pat.search(old)
+               else old.rstrip() + "\n\n" + block + "\n")
         res.write_text(new)
     return 0
 

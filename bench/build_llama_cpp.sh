@@ -94,7 +94,7 @@ for config in "${configs[@]}"; do
   flags="llama-cpp-python ${version} (vendor/llama.cpp)"$'\n'"$(printf '%s\n' "${common[@]}" "${args[@]}")"
   bin="$dir/build/bin"
   echo "== $config: $dir"
-  echo "cmake flags: ${common[*]} ${args[*]}"
+  echo "cmake flags: $(printf '%q ' "${common[@]}" "${args[@]}")"
   if [[ -x "$bin/llama-bench" && -x "$bin/llama-server" && -f "$dir/flags.txt" &&
         "$(cat "$dir/flags.txt")" == "$flags" ]]; then
     echo "reusing the existing build (flags.txt matches)"

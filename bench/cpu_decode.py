@@ -54,6 +54,9 @@ ap.add_argument("--max-other", type=float, default=0.25,
                 help="a run during which other processes kept more than this many cores busy is "
                      "taken again (after waiting for them), up to --retries times")
 ap.add_argument("--retries", type=int, default=3)
+ap.add_argument("--share-free-cores", action="store_true",
+                help="let a run with fewer threads than cores share the machine with that many "
+                     "busy cores of other processes")
 ap.add_argument("--idle-wait", type=float, default=300,
                 help="seconds without a quiet moment after which the next run goes anyway")
 ap.add_argument("--json", help="also write the raw samples here")
@@ -156,7 +159,8 @@ for d in llama_dirs:
          "system_info": read(d / "system_info.txt"),
          "flags": " ".join(f'"{l}"' if " " in l else l
                            for l in read(d / "flags.txt").splitlines()[1:]
-                           if not l.startswith(("-DCMAKE_BUILD_TYPE", "-DBUILD_SHARED", "-DLLAMA_")))}
+                           if not l.startswith(("-DCMAKE_BUILD_TYPE", "-DBUILD_SHARED",
+                                                "-DLLAMA_")))}
     if not os.access(b["bench"], os.X_OK):
         continue
     (skipped if b["status"].startswith(("crash", "fail")) else builds).append(b)
@@ -250,9 +254,11 @@ ncpu = os.cpu_count() or 1
 
 
 def allowed(threads):
-    """Cores other processes may keep busy during a run on `threads` cores: --max-other, plus the
-    cores the run leaves free (less a margin)."""
-    return args.max_other + max(0.0, ncpu - threads - 0.2)
+    """Cores other processes may keep busy during a run on `threads` cores: --max-other, whatever
+    the thread count (with --share-free-cores, plus the cores the run leaves free, less a margin:
+    seen on the 2-core VM: one busy core beside a 1-thread run took about 15% off tf's decode and
+    nothing off llama.cpp's, so by default a run waits for a quiet machine)."""
+    return args.max_other + (max(0.0, ncpu - threads - 0.2) if args.share_free_cores else 0.0)
 
 
 # The jobs in alternating order: per round, the stream read, then per thread count every engine,
@@ -396,11 +402,14 @@ L = [
     f"({flags.strip()}). tf {tf_built} "
     f"(`{tf_generate.relative_to(root) if tf_generate.is_relative_to(root) else tf_generate}`, "
     "Release). Machine: shared with other sessions' builds and tests; load average "
-    f"{min(loads):.2f}-{max(loads):.2f} at the runs' starts; processes other than the bench's own "
-    f"used {100 * other / ncpu:.0f}% of the {ncpu} cores over the whole run (steal "
-    f"{100 * steal / ncpu:.0f}%). A run waits until other processes keep at most "
-    f"{args.max_other:g} cores busy, plus the cores it leaves free (so a 1-thread run may share "
-    f"the machine with one busy core), and is taken again (up to {args.retries} times) if they were "
+    f"{min(loads):.2f}-{max(loads):.2f} at the runs' starts (the bench's own runs count in it); "
+    f"processes other than the bench's own used {100 * other / ncpu:.0f}% of the {ncpu} cores "
+    f"over the whole run (steal {100 * steal / ncpu:.0f}%). A run waits until other processes "
+    "keep at most "
+    f"{args.max_other:g} cores busy"
+    + (", plus the cores it leaves free (so a 1-thread run may share the machine with one busy "
+       "core)" if args.share_free_cores else "")
+    + f", and is taken again (up to {args.retries} times) if they were "
     f"busier during it: {len(retried)} taken again, {len(forced)} run after {args.idle_wait:g} s "
     "without a quiet moment; in the kept runs other processes kept "
     + "; ".join(f"{statistics.median(xs):.2f} cores busy (median), {max(xs):.2f} at most at {t} "
@@ -476,7 +485,8 @@ for t in args.threads:
         return f"{100 * x / limit[t]:.0f}%" if x else "—"
 
     L.append(f"| {t} | {cell(bw_samples[t], 1, ('stream', t))} | {limit[t]:.1f} | "
-             f"{f'{tf0:.2f}' if tf0 else '—'} | {pctof(tf0)} | {f'{ll0:.2f} ({bb})' if ll0 else '—'} | {pctof(ll0)} | "
+             f"{f'{tf0:.2f}' if tf0 else '—'} | {pctof(tf0)} | "
+             f"{f'{ll0:.2f} ({bb})' if ll0 else '—'} | {pctof(ll0)} | "
              f"{f'{tf128:.2f}' if tf128 else '—'} | {pctof(tf128)} |")
 L.append("<!-- cpu_decode:end -->")
 block = "\n".join(L)
