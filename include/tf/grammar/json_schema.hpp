@@ -250,18 +250,12 @@ class schema_compiler {
 
 }  // namespace detail
 
-/// The grammar of JSON texts valid under `schema` (no whitespace before or after the value),
-/// between the bytes of `prefix` and `suffix` (a tool call's tags).
-inline std::shared_ptr<grammar> compile_json_schema(nlohmann::json const& schema,
-                                                    std::string_view prefix = {},
-                                                    std::string_view suffix = {}) {
+/// The grammar of JSON texts valid under `schema` (no whitespace before or after the value).
+inline std::shared_ptr<grammar> compile_json_schema(nlohmann::json const& schema) {
   auto g = std::make_shared<grammar>();
   detail::schema_compiler c(*g, schema);
   auto const v = c.compile(schema, "#");
-  auto root = g->literal(prefix);
-  root.push_back(grammar::ref(v));
-  for (auto const& e : g->literal(suffix)) root.push_back(e);
-  g->set_root(g->rule({root}));
+  g->set_root(g->rule({{grammar::ref(v)}}));
   g->finish();
   return g;
 }

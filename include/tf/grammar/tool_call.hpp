@@ -16,6 +16,19 @@
 
 namespace tf::grammar {
 
+namespace detail {
+// Finishes a call grammar: `prefix`, one of `calls`, `suffix`.
+inline std::shared_ptr<grammar> one_call(std::shared_ptr<grammar> g, std::string_view prefix,
+                                         std::vector<sequence> calls, std::string_view suffix) {
+  auto root = g->literal(prefix);
+  root.push_back(grammar::ref(g->rule(std::move(calls))));
+  for (auto const& e : g->literal(suffix)) root.push_back(e);
+  g->set_root(g->rule({root}));
+  g->finish();
+  return g;
+}
+}  // namespace detail
+
 /// A tool a call may name: its name and its parameters' schema (null: any object).
 using tool_signature = std::pair<std::string, nlohmann::json>;
 
@@ -35,12 +48,7 @@ inline std::shared_ptr<grammar> compile_json_tool_call(std::vector<tool_signatur
     call.push_back(g->literal("}").front());
     calls.push_back(std::move(call));
   }
-  auto root = g->literal(prefix);
-  root.push_back(grammar::ref(g->rule(std::move(calls))));
-  for (auto const& e : g->literal(suffix)) root.push_back(e);
-  g->set_root(g->rule({root}));
-  g->finish();
-  return g;
+  return detail::one_call(std::move(g), prefix, std::move(calls), suffix);
 }
 
 /// The fixed text of a tagged-parameter call: open + name + after_name, then per parameter
@@ -86,8 +94,8 @@ inline std::shared_ptr<grammar> compile_tagged_tool_call(std::vector<tool_signat
                                                          tagged_call_style const& style,
                                                          std::string_view prefix) {
   auto g = std::make_shared<grammar>();
-  byte_set text = byte_set::range(0x20, 0x7e);
-  text.bits[static_cast<unsigned char>('<') >> 6] &= ~(std::uint64_t{1} << ('<' & 63));
+  byte_set text = byte_set::range(0x20, '<' - 1);
+  text.add_range('<' + 1, 0x7e);
   text.add('\n');
   text.add('\t');
   auto const text_byte = g->bytes(text);
@@ -128,11 +136,7 @@ inline std::shared_ptr<grammar> compile_tagged_tool_call(std::vector<tool_signat
     for (auto const& e : g->literal(style.close)) call.push_back(e);
     calls.push_back(std::move(call));
   }
-  auto root = g->literal(prefix);
-  root.push_back(grammar::ref(g->rule(std::move(calls))));
-  g->set_root(g->rule({root}));
-  g->finish();
-  return g;
+  return detail::one_call(std::move(g), prefix, std::move(calls), {});
 }
 
 }  // namespace tf::grammar

@@ -191,12 +191,12 @@ class lane_admission {
   /// caller fills with the state there (pools with slots); -1 when nothing was kept.
   std::int32_t keep_prefix(std::uint64_t id, std::span<std::int32_t const> tokens) {
     running_at(id, "keep_prefix");
-    if constexpr (requires { pool_.keep_prefix(id, tokens).slot_kept; }) {
-      return -1;  // a pool without slots reuses any prefix of the whole sequence kept at finish
-    } else {
+    if constexpr (requires { pool_.stream_slot(id); }) {
       auto slot = pool_.keep_prefix(id, tokens);
       if (slot >= 0) record({decision_kind::keep_prefix, id, {tokens.begin(), tokens.end()}, 0});
       return slot;
+    } else {
+      return -1;  // a pool without slots reuses any prefix of the whole sequence kept at finish
     }
   }
 

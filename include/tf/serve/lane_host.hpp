@@ -231,7 +231,7 @@ class lane_host {
       l.pages.assign(t.begin(), t.end());
     }
     // Pages are written only by forwards on this thread, so `from` is intact until the next one.
-    if (copy && copy->from >= 0) model_.copy_page(copy->from, copy->to);
+    if (copy) model_.copy_page(copy->from, copy->to);
   }
 
   // Copies the stream's state, now at keep_at, into the lane's snapshot slot.
