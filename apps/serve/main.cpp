@@ -9,6 +9,9 @@
 #include <tf/serve/detail/model_sampling.hpp>
 #include <tf/serve/http_server.hpp>
 #include <tf/serve/open_served.hpp>
+#if defined(TF_WITH_CUDA)
+#include <tf/backend/cuda.hpp>
+#endif
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -45,6 +48,7 @@ int main(int argc, char** argv) {
   CLI::App app{"serve: an OpenAI-compatible server for tf models"};
   std::string model_path, parallel_s = "4", backend = "cpu", host = "127.0.0.1", api_key,
                           load = "auto", kv_type = "f16";
+  int device = 0;
   std::size_t context = 8192, threads = std::max(1u, std::thread::hardware_concurrency()),
               max_queue = 64, max_body = 4u << 20, max_connections = 1024, keep_alive_max = 100;
   std::optional<std::size_t> http_threads;
@@ -61,6 +65,8 @@ int main(int argc, char** argv) {
   app.add_option("--parallel", parallel_s, "streams at once: N or auto");
   app.add_option("--context", context, "token window per stream");
   app.add_option("--backend", backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--device", device, "the CUDA device index for --backend cuda")
+      ->check(CLI::Range(0, 1023));
   app.add_option("--host", host, "address to bind (default loopback only)");
   app.add_option("--port", port, "port (0: any free port)");
   app.add_option("--threads", threads, "CPU threads for the forward");
@@ -115,10 +121,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   CLI11_PARSE(app, argc, argv);
   try {
+#if !defined(TF_WITH_CUDA)
     if (backend == "cuda")
       throw tf::error(
           "tf: --backend cuda: this serve binary was built without CUDA (TF_CUDA=OFF); "
           "use --backend cpu or rebuild with -DTF_CUDA=ON");
+#endif
     if (api_key.empty())
       if (char const* k = std::getenv("TF_API_KEY")) api_key = k;
     std::optional<std::uint32_t> fixed_parallel;  // nullopt: --parallel auto
@@ -212,8 +220,18 @@ int main(int argc, char** argv) {
       o.device_label = fmt::format("CPU ({} threads)", threads);
       o.reserve_bytes = reserve_bytes;  // the flags win over the environment
       o.cap_bytes = cap_bytes;
-      auto b = tf::memory::start_budget(tf::memory::memory_kind::host,
-                                        tf::memory::system_proc_reader(), {}, o);
+      auto kind = tf::memory::memory_kind::host;
+      tf::memory::device_reader device_reader;
+#if defined(TF_WITH_CUDA)
+      if (backend == "cuda") {
+        auto const d = tf::backend::cuda_parts::query_device(device);
+        o.device_label = tf::backend::cuda::label(d);
+        // An integrated GPU shares host RAM: budgeted from /proc as the host is.
+        kind = d.integrated ? tf::memory::memory_kind::unified : tf::memory::memory_kind::discrete;
+        device_reader = tf::backend::cuda_parts::device_memory_reader(device);
+      }
+#endif
+      auto b = tf::memory::start_budget(kind, tf::memory::system_proc_reader(), device_reader, o);
       for (auto const& line : b.lines) fmt::print(stderr, "{}\n", line);
       return b;
     };
@@ -231,20 +249,29 @@ int main(int argc, char** argv) {
                                                                     : tf::model::load_mode::map;
     o.kv = kv_type == "f32" ? tf::kv_dtype::f32 : tf::kv_dtype::f16;
     o.page_tokens = static_cast<std::int32_t>(page_tokens);
-    auto be = tf::serve::open_served(
-        path, o, {0, context, max_queue, page_tokens},
-        [&](tf::serve::model_costs const& c) {
-          // A stream's recurrent state is held twice: its slot and its lane's snapshot.
-          auto b =
-              size_start(weight_bytes(path), c.kv_bytes_per_token, 2 * c.state_bytes_per_stream);
-          parallel = b.streams;
-          auto const pages = pool_pages(b);
-          fmt::print(stderr, "tf: {} forward on the CPU, {} KV pages of {} tokens\n", c.family,
-                     pages, page_tokens);
-          server.set_progress(0.3);
-          return tf::serve::pool_size{parallel, pages};
-        },
-        chat_template);
+    o.device = device;
+    auto size_pool = [&](tf::serve::model_costs const& c) {
+      // A stream's recurrent state is held twice: its slot and its lane's snapshot.
+      auto b = size_start(weight_bytes(path), c.kv_bytes_per_token, 2 * c.state_bytes_per_stream);
+      parallel = b.streams;
+      auto const pages = pool_pages(b);
+      fmt::print(stderr, "tf: {} forward on the {}, {} KV pages of {} tokens\n", c.family,
+                 backend == "cuda" ? "GPU" : "CPU", pages, page_tokens);
+      server.set_progress(0.3);
+      return tf::serve::pool_size{parallel, pages};
+    };
+    std::shared_ptr<tf::serve::served_model> be;
+#if defined(TF_WITH_CUDA)
+    if (backend == "cuda") {
+      be = tf::serve::open_served<tf::families::builtin, tf::backend::cuda>(
+          path, o, {0, context, max_queue, page_tokens}, size_pool, chat_template);
+      fmt::print(stderr, "{}\n",
+                 tf::backend::cuda::summary(tf::backend::cuda_parts::query_device(device)));
+    }
+#endif
+    if (!be)
+      be = tf::serve::open_served(path, o, {0, context, max_queue, page_tokens}, size_pool,
+                                  chat_template);
     server.set_model(be);
     server.set_progress(1.0);
     fmt::print(stderr, "tf: sampling defaults: {}\n", defaults.line());

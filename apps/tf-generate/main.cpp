@@ -5,6 +5,9 @@
 #include <tf/model/default_model.hpp>
 #include <tf/sample/sampler.hpp>
 #include <tf/tokenizer/stream_decoder.hpp>
+#if defined(TF_WITH_CUDA)
+#include <tf/backend/cuda.hpp>
+#endif
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -56,13 +59,14 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"tf-generate: a continuation of a prompt, streamed, on the CPU"};
+  CLI::App app{"tf-generate: a continuation of a prompt, streamed, on the CPU or a CUDA GPU"};
   std::optional<std::string> model_path;
   std::string prompt, system, tokens_arg;
   int n_predict = 64, threads = 1, context = 0;
   std::string load = "read";
-  bool chat = false, ignore_eos = false, quiet = false;
-  std::string kv_type = "f16";
+  bool chat = false, ignore_eos = false, quiet = false, print_ids = false;
+  std::string kv_type = "f16", backend = "cpu";
+  int device = 0;
   tf::sample::sampling_params sp;
   sp.repetition_penalty = 1.0f;
   sp.logprobs = false;  // never printed
@@ -82,11 +86,15 @@ int main(int argc, char** argv) {
   app.add_option("--context", context, "context size (default: prompt + n, at least 256)");
   app.add_flag("--ignore-eos", ignore_eos, "keep generating past end-of-generation tokens");
   app.add_flag("-q,--quiet", quiet, "print only the statistics line");
+  app.add_flag("--print-ids", print_ids, "print token ids, not text");
   app.add_option("--load", load,
                  "read: copy the weights into huge-page memory (faster CPU decode); map: mmap them")
       ->check(CLI::IsMember({"read", "map"}));
   app.add_option("--kv-type", kv_type, "KV cache element type: f16 (as llama.cpp) or f32")
       ->check(CLI::IsMember({"f16", "f32"}));
+  app.add_option("--backend", backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--device", device, "the CUDA device index for --backend cuda")
+      ->check(CLI::Range(0, 1023));
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -95,7 +103,22 @@ int main(int argc, char** argv) {
     o.load = load == "map" ? tf::model::load_mode::map : tf::model::load_mode::read;
     o.kv = kv_type == "f32" ? tf::kv_dtype::f32 : tf::kv_dtype::f16;
     o.context = 256;  // resized below, once the prompt's length is known
-    auto model = tf::open(tf::model::resolve_model_path(model_path), o);
+    o.device = device;
+    auto const path = tf::model::resolve_model_path(model_path);
+    std::unique_ptr<tf::loaded_model> model;
+#if defined(TF_WITH_CUDA)
+    if (backend == "cuda") {
+      o.load = tf::model::load_mode::map;  // the weights are copied to the device
+      model = tf::open<tf::families::builtin, tf::backend::cuda>(path, o);
+      fmt::print(stderr, "{}\n",
+                 tf::backend::cuda::summary(tf::backend::cuda_parts::query_device(device)));
+    }
+#else
+    if (backend == "cuda")
+      throw tf::error(
+          "tf-generate: --backend cuda: this binary was built without CUDA (TF_CUDA=OFF)");
+#endif
+    if (!model) model = tf::open(path, o);
     auto const* codec = model->codec();  // none in test fixtures: they run from --tokens
     std::vector<std::int32_t> ids;
     if (!tokens_arg.empty()) {
@@ -113,9 +136,9 @@ int main(int argc, char** argv) {
     model->set_context(ctx);
 
     std::optional<tf::tokenizer::stream_decoder> dec;
-    if (codec) dec.emplace(codec->tokens());
+    if (codec && !print_ids) dec.emplace(codec->tokens());
     if (!quiet) {
-      if (codec)
+      if (dec)
         std::fputs(codec->decode(ids).c_str(), stdout);
       else
         for (auto id : ids) fmt::print("{} ", id);

@@ -74,6 +74,13 @@ struct tensor_binder {
   auto vec(model::tensor_role role, int layer, std::int64_t n) const {
     return be.upload(floats(role, layer, n, "tensor"));
   }
+  /// The same with `f` applied to each value on the host before the upload.
+  template <class Fn>
+  auto vec(model::tensor_role role, int layer, std::int64_t n, Fn&& f) const {
+    auto w = floats(role, layer, n, "tensor");
+    for (auto& x : w) x = f(x);
+    return be.upload(std::move(w));
+  }
   /// The same, or an empty vector where the file has none.
   auto optional_vec(model::tensor_role role, int layer, std::int64_t n) const {
     return find(role, layer, true) ? vec(role, layer, n) : be.upload(std::vector<float>{});

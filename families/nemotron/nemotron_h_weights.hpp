@@ -146,9 +146,9 @@ nemotron_h_weights<B> bind_weights(File const& file, nemotron_h_hparams const& h
         m.dt_bias = b.vec(tensor_role::ssm_dt_bias, i, nh);
         m.d = b.vec(tensor_role::ssm_d, i, nh);
         m.norm = b.vec(tensor_role::ssm_norm, i, inner);
-        m.a = b.vec(tensor_role::ssm_a, i, nh);
-        if (!gguf)
-          for (auto& a : m.a) a = -std::exp(a);  // HF's A_log
+        // HF keeps A_log; GGUF keeps A.
+        m.a = gguf ? b.vec(tensor_role::ssm_a, i, nh)
+                   : b.vec(tensor_role::ssm_a, i, nh, [](float a) { return -std::exp(a); });
         break;
       }
       case block_kind::attention:

@@ -21,12 +21,23 @@ namespace tf {
 
 /// How to open a model.
 struct open_options {
-  int threads = 1;
+  int threads = 1;                                 // the CPU backend's threads
+  int device = 0;                                  // a GPU backend's device index
   model::load_mode load = model::load_mode::read;  // read: a copy in memory; map: mmap
   kv_dtype kv = kv_dtype::f16;
   std::int32_t context = 0;  // generate()'s window; 0: the trained context, at most 4096
   std::int32_t page_tokens = 256;
 };
+
+/// B's options from `o`: the threads of a backend that takes threads, the device of one that
+/// takes a device.
+template <class B>
+typename B::options backend_options(open_options const& o) {
+  typename B::options b{};
+  if constexpr (requires { b.threads; }) b.threads = o.threads;
+  if constexpr (requires { b.device; }) b.device = o.device;
+  return b;
+}
 
 /// A loaded model of family F on backend B: owns the file (the weights may point into it), the
 /// engine and the codec.
@@ -36,7 +47,7 @@ class loaded_engine final : public loaded_model {
   using engine_type = engine<F, B>;
 
   loaded_engine(model::model_file file, std::filesystem::path const& path, open_options const& o)
-      : file_(std::move(file)), engine_(file_, shape(file_, o), typename B::options{o.threads}) {
+      : file_(std::move(file)), engine_(file_, shape(file_, o), backend_options<B>(o)) {
     if (tokenizer::has_tokenizer(file_, path))
       codec_.emplace(
           tokenizer::load_codec(file_, path, path.filename().string(), F::name == "gemma3"));

@@ -72,7 +72,7 @@ std::shared_ptr<served_model> open_served(std::filesystem::path const& path, ope
       file = std::make_unique<model::model_file>(model::model_file::open(path, o.load));
     kv_shape const kv{static_cast<std::int32_t>(granted.pages), o.page_tokens, o.kv,
                       E::has_state ? static_cast<std::int32_t>(2 * granted.parallel) : 0};
-    auto e = std::make_unique<E>(std::move(file), kv, typename B::options{o.threads});
+    auto e = std::make_unique<E>(std::move(file), kv, backend_options<B>(o));
     out = std::make_shared<lane_served_model<E, F, tokenizer::text_codec>>(std::move(e),
                                                                            std::move(codec), host);
   });
