@@ -1,9 +1,10 @@
 // The CUDA backend. Built only with TF_CUDA (CI builds it; no GPU there). At compile time every
 // built-in family with a CPU forward has one on backend::cuda, and each engine instantiates whole.
-// With a device (scripts/gpu-check.sh): each tiny fixture's greedy tokens equal transformers',
-// its last logits are within 1e-3 (relative to the largest) of the CPU backend's with an f32 KV;
-// the default model's greedy continuation equals the CPU's; 8 rows batched give each row's solo
-// logits bit for bit. Without a device these print why and pass.
+// With a device (scripts/gpu-check.sh): each tiny fixture's greedy tokens equal transformers', its
+// last logits are within 1e-3 of the largest (4e-2 for Q8_0 weights) of the CPU backend's with
+// an f32 KV; the default model's greedy continuation equals the CPU's; 8 rows batched give each
+// row's solo logits bit for bit. Without a device these print why and pass. The same backend runs
+// on the CPU over host copies of its kernels in tests/cuda_host/.
 #include <tf/backend/cpu.hpp>
 #include <tf/backend/cuda.hpp>
 #include <tf/engine.hpp>
@@ -116,8 +117,10 @@ TEST_CASE("tiny fixtures on CUDA: greedy as transformers, logits as the CPU back
       top = std::max(top, std::fabs(a[i]));
       diff = std::max(diff, std::fabs(a[i] - b[i]));
     }
-    CHECK(diff <= 1e-3f * top + 1e-4f);
-    if (rel.find("q8_0") == std::string::npos) {
+    // The CPU rounds activations to Q8_0 before a Q8_0 dot; the GPU keeps them in f32.
+    bool const q8 = rel.find("q8_0") != std::string::npos;
+    CHECK(diff <= (q8 ? 4e-2f : 1e-3f) * top + 1e-4f);
+    if (!q8) {
       auto const want = case0.at("greedy").get<std::vector<std::int32_t>>();
       auto const got = on_gpu->generate(std::span<std::int32_t const>(prompt), greedy(),
                                         static_cast<int>(want.size()), {}, false);

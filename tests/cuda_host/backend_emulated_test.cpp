@@ -1,0 +1,389 @@
+// backend::cuda's host code on the CPU, without a GPU: the real tf::engine<Family, backend::cuda>
+// over a fake CUDA runtime (host memory, every allocation and copy checked) and host copies of
+// the kernels in their order (host_launchers.hpp). Over every tiny fixture (GGUF F32, Q8_0 and
+// HF folders): the last prompt logits are within 1e-4 of the largest CPU-backend logit with an
+// f32 KV (5e-3 f16 KV, 4e-2 Q8_0 weights), plus 1e-4, and the greedy tokens are transformers';
+// a prompt fed in chunks of 1, 7 or whole gives the same bits; 8 rows batched give each row's
+// solo logits bit for bit; a copied page and state slot continue as the originals; MoE picks
+// equal the CPU backend's; the runtime's and the launchers' errors reach the caller naming them.
+#include <tests/cuda_host/fake_cuda_runtime.hpp>
+#include <tests/cuda_host/host_launchers.hpp>
+
+#include <tf/backend/cpu.hpp>
+#include <tf/backend/cuda.hpp>
+#include <tf/engine.hpp>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace fs = std::filesystem;
+using tf::backend::cpu;
+using tf::backend::cuda;
+
+namespace {
+
+std::vector<std::string> fixture_files() {
+  return {"gemma/tiny/tiny-f32.gguf",
+          "gemma/tiny/tiny-q8_0.gguf",
+          "qwen/tiny/tiny-f32.gguf",
+          "qwen/tiny_moe/tiny-f32.gguf",
+          "glm/tiny4/tiny-f32.gguf",
+          "glm/tiny45/tiny-f32.gguf",
+          "qwen/tiny35/tiny-f32.gguf",
+          "qwen/tiny35_moe/tiny-q8_0.gguf",
+          "nemotron/tiny_h/tiny-f32.gguf",
+          "nemotron/tiny_h_moe/tiny-f32.gguf",
+          "nemotron/tiny_h_latent/tiny-f32.gguf",
+          "gemma/tiny",
+          "qwen/tiny",
+          "qwen/tiny_moe",
+          "glm/tiny4",
+          "glm/tiny45",
+          "qwen/tiny35",
+          "qwen/tiny35_moe",
+          "nemotron/tiny_h",
+          "nemotron/tiny_h_moe",
+          "nemotron/tiny_h_latent"};
+}
+
+fs::path fixture(std::string const& rel) {
+  return fs::path(TF_FIXTURES_DIR) / rel;
+}
+
+bool quantized(std::string const& rel) {
+  return rel.find("q8_0") != std::string::npos;
+}
+
+// The fixture's first prompt and transformers' greedy continuation of it.
+struct expectation {
+  std::vector<std::int32_t> prompt, greedy;
+};
+expectation expected(fs::path const& path) {
+  auto const dir = fs::is_directory(path) ? path : path.parent_path();
+  nlohmann::json j;
+  std::ifstream(dir / "expected.json") >> j;
+  auto const& c = j.at("prompts").at(0);
+  return {c.at("prompt").get<std::vector<std::int32_t>>(),
+          c.at("greedy").get<std::vector<std::int32_t>>()};
+}
+
+std::vector<std::int32_t> iota_pages(std::int32_t n) {
+  std::vector<std::int32_t> p(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < p.size(); ++i) p[i] = static_cast<std::int32_t>(i);
+  return p;
+}
+
+// The last logits after `prompt` in one stream from position 0, fed `chunk` tokens a forward
+// (0: all at once).
+std::vector<float> last_logits(tf::loaded_model& m, std::vector<std::int32_t> const& prompt,
+                               std::size_t chunk = 0) {
+  auto const kv = m.kv();
+  auto const pages = iota_pages(kv.num_pages);
+  std::vector<float> logits(static_cast<std::size_t>(m.vocab_size()));
+  std::size_t const step = chunk > 0 ? chunk : prompt.size();
+  for (std::size_t at = 0; at < prompt.size(); at += step) {
+    std::span<std::int32_t const> const part(prompt.data() + at,
+                                             std::min(step, prompt.size() - at));
+    tf::batch_row row{part, static_cast<std::int32_t>(at), pages, false,
+                      kv.num_state_slots > 0 ? 0 : -1};
+    m.forward({&row, 1}, logits.data());
+  }
+  return logits;
+}
+
+tf::sample::sampling_params greedy() {
+  tf::sample::sampling_params p;
+  p.temperature = 0.0f;
+  p.logprobs = false;
+  return p;
+}
+
+std::vector<std::int32_t> generate(tf::loaded_model& m, std::vector<std::int32_t> const& prompt,
+                                   std::size_t n) {
+  return m.generate(std::span<std::int32_t const>(prompt), greedy(), static_cast<int>(n), {}, false)
+      .tokens;
+}
+
+// max |a - b| (a NaN counts as infinite) and max |a|.
+struct distance {
+  float diff = 0.0f, top = 0.0f;
+};
+distance compare(std::vector<float> const& a, std::vector<float> const& b) {
+  distance d;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    float const e = std::fabs(a[i] - b[i]);
+    d.diff = std::max(d.diff, std::isnan(e) ? std::numeric_limits<float>::infinity() : e);
+    d.top = std::max(d.top, std::fabs(a[i]));
+  }
+  return d;
+}
+
+bool same_bits(std::span<float const> a, std::span<float const> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+}
+
+tf::open_options options(tf::kv_dtype kv) {
+  tf::open_options o;
+  o.kv = kv;
+  o.context = 128;
+  o.page_tokens = 16;  // prompts and continuations cross pages
+  return o;
+}
+
+// fn(engine) for an engine<F, B> of the file's family over `kv`.
+template <class B, class Fn>
+void with_engine(fs::path const& path, tf::kv_shape kv, Fn&& fn) {
+  auto file = tf::model::model_file::open(path, tf::model::load_mode::map);
+  tf::with_family<tf::families::builtin, B>(file, [&](auto t) {
+    tf::engine<typename decltype(t)::type, B> e(file, kv);
+    fn(e);
+  });
+}
+
+// Logits [logits_rows(rows), vocab] of one forward.
+template <class Engine>
+std::vector<float> run(Engine& e, std::span<tf::batch_row const> rows) {
+  std::vector<float> out(static_cast<std::size_t>(tf::logits_rows(rows) * e.vocab_size()));
+  e.forward(rows, out.data());
+  return out;
+}
+
+// A deterministic token sequence of `n` ids below `vocab`, different per `seed`.
+std::vector<std::int32_t> tokens(int seed, int n, std::int64_t vocab) {
+  std::vector<std::int32_t> t;
+  for (int i = 0; i < n; ++i)
+    t.push_back(static_cast<std::int32_t>((17 + 31 * seed + 7 * i * i + 3 * i) % vocab));
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("the fake device: its name, memory and errors reach the caller as tf::error") {
+  using Catch::Matchers::Contains;
+  cuda be;
+  CHECK(cuda::label(be.device()) == "CUDA sm_90 device 0 (tf host emulation)");
+  CHECK_FALSE(be.device().integrated);
+  CHECK(be.device().memory.total_bytes == fake_cuda::total_bytes);
+  CHECK_THROWS_WITH(cuda(tf::backend::cuda_options{3}),
+                    Contains("CUDA device 3 does not exist (1 device visible)"));
+
+  fake_cuda::config().devices = 0;
+  CHECK(tf::backend::cuda_parts::device_count() == 0);
+  CHECK(cudaGetLastError() == cudaSuccess);  // device_count() left no sticky error behind
+  CHECK_THROWS_WITH(cuda(), Contains("CUDA device 0 does not exist (0 devices visible)"));
+  fake_cuda::config().devices = 1;
+
+  fake_cuda::config().fail_next_malloc = true;
+  CHECK_THROWS_WITH(be.upload(std::vector<float>(8, 1.0f)),
+                    Contains("CUDA cudaMalloc failed: out of memory (cudaErrorMemoryAllocation)"));
+  auto const v = be.upload(std::vector<float>(8, 1.0f));
+  CHECK(fake_cuda::on_device(v.data(), 8 * sizeof(float)));
+}
+
+TEST_CASE("a launcher's error for a shape its kernel cannot take reaches the backend's caller") {
+  using Catch::Matchers::Contains;
+  cuda be;
+  // A head of 520 passes the backend's checks; the attention kernel takes at most 512.
+  tf::kv_shape const shape{4, 8, tf::kv_dtype::f32, 0};
+  auto kv = be.make_kv_store(shape, {1, 1, 520});
+  std::vector<std::int32_t> const toks{1}, pages{0};
+  tf::batch_row const row{toks, 0, pages};
+  auto const& s = be.begin({&row, 1}, kv, 10);
+  cuda::buffer q, out;
+  q.values.assign_zero(520);
+  q.rows = 1;
+  q.cols = 520;
+  be.kv_write(s, kv, 0, q, q);
+  CHECK_THROWS_WITH(be.attend(s, kv, 0, q, out, {1, 1, 520}),
+                    Contains("CUDA attend") && Contains("at most 512"));
+  CHECK_THROWS_WITH(kv.copy_page(0, 4), Contains("outside the store's 4 pages"));
+}
+
+TEST_CASE("every tiny fixture on the emulated CUDA backend: the CPU's logits, greedy tokens") {
+  std::size_t const before = fake_cuda::live_bytes();
+  for (auto const& rel : fixture_files()) {
+    auto const path = fixture(rel);
+    INFO(path.string());
+    REQUIRE(fs::exists(path));
+    auto const want = expected(path);
+    auto on_cpu = tf::open<tf::families::builtin, cpu>(path, options(tf::kv_dtype::f32));
+    auto const a = last_logits(*on_cpu, want.prompt);
+    for (auto const kv : {tf::kv_dtype::f32, tf::kv_dtype::f16}) {
+      bool const f16 = kv == tf::kv_dtype::f16;
+      INFO((f16 ? "f16 KV" : "f32 KV"));
+      auto o = options(kv);
+      o.load = tf::model::load_mode::map;
+      auto on_gpu = tf::open<tf::families::builtin, cuda>(path, o);
+      CHECK(on_gpu->backend() == "cuda");
+      auto const b = last_logits(*on_gpu, want.prompt);
+      auto const d = compare(a, b);
+      // Only the sums' order differs from the CPU's with f32 KV; f16 KV rounds K and V; against
+      // Q8_0 weights the CPU quantizes activations to Q8_0 where the CUDA matmul keeps f32.
+      float const rel_tol = quantized(rel) ? 4e-2f : f16 ? 5e-3f : 1e-4f;
+      INFO("max |cpu - cuda| = " << d.diff << " of max |logit| " << d.top);
+      CHECK(d.diff <= rel_tol * d.top + 1e-4f);
+      CHECK(generate(*on_gpu, want.prompt, want.greedy.size()) == want.greedy);
+    }
+  }
+  CHECK(fake_cuda::live_bytes() == before);  // every engine gave its device memory back
+}
+
+TEST_CASE("on the emulated CUDA backend, a prompt in chunks of 1, 7 or whole gives the same bits") {
+  for (auto const& rel : fixture_files()) {
+    if (fs::is_directory(fixture(rel))) continue;  // the GGUF files cover every forward
+    for (auto const kv : {tf::kv_dtype::f32, tf::kv_dtype::f16}) {
+      INFO(rel << (kv == tf::kv_dtype::f16 ? ", f16 KV" : ", f32 KV"));
+      auto const prompt = expected(fixture(rel)).prompt;
+      auto m = tf::open<tf::families::builtin, cuda>(fixture(rel), options(kv));
+      auto const whole = last_logits(*m, prompt);
+      CHECK(same_bits(last_logits(*m, prompt, 1), whole));
+      CHECK(same_bits(last_logits(*m, prompt, 7), whole));
+    }
+  }
+}
+
+TEST_CASE("on the emulated CUDA backend, 8 rows batched give each row's solo logits bit for bit") {
+  for (std::string rel : {"gemma/tiny/tiny-f32.gguf", "gemma/tiny/tiny-q8_0.gguf",
+                          "qwen/tiny35/tiny-f32.gguf", "nemotron/tiny_h_moe/tiny-f32.gguf"}) {
+    for (auto const dtype : {tf::kv_dtype::f32, tf::kv_dtype::f16}) {
+      INFO(rel << (dtype == tf::kv_dtype::f16 ? ", f16 KV" : ", f32 KV"));
+      constexpr int R = 8, page = 8;
+      tf::kv_shape const kv{R * 6, page, dtype, R};
+      // Row r: its own slot and pages r, r + 8, ... (interleaved with the other rows'); a prompt
+      // of 3 + 5 r tokens; then 4 more tokens, or, every third row, a new 6-token prompt from 0.
+      std::vector<std::vector<std::int32_t>> pages(R), first(R), second(R);
+      std::vector<std::int32_t> restart_at(R);
+      std::int64_t vocab = 0;
+      with_engine<cuda>(fixture(rel), kv, [&](auto& e) { vocab = e.vocab_size(); });
+      for (int r = 0; r < R; ++r) {
+        auto const i = static_cast<std::size_t>(r);
+        for (int p = 0; p < 6; ++p) pages[i].push_back(r + R * p);
+        first[i] = tokens(r, 3 + 5 * r, vocab);
+        bool const restart = r % 3 == 0;
+        second[i] = tokens(100 + r, restart ? 6 : 4, vocab);
+        restart_at[i] = restart ? 0 : static_cast<std::int32_t>(first[i].size());
+      }
+      auto const step_rows = [&](int phase) {
+        std::vector<tf::batch_row> rows;
+        for (int r = 0; r < R; ++r) {
+          auto const i = static_cast<std::size_t>(r);
+          if (phase == 0)
+            rows.push_back({first[i], 0, pages[i], false, r});
+          else
+            rows.push_back({second[i], restart_at[i], pages[i], r % 2 == 1, r});
+        }
+        return rows;
+      };
+      std::vector<std::vector<float>> solo[2], batched[2];
+      with_engine<cuda>(fixture(rel), kv, [&](auto& e) {
+        for (int phase = 0; phase < 2; ++phase)
+          for (auto const& row : step_rows(phase)) solo[phase].push_back(run(e, {&row, 1}));
+      });
+      with_engine<cuda>(fixture(rel), kv, [&](auto& e) {
+        for (int phase = 0; phase < 2; ++phase) {
+          auto const rows = step_rows(phase);
+          auto const all = run(e, rows);
+          std::size_t at = 0;
+          for (auto const& row : rows) {
+            std::size_t const n = static_cast<std::size_t>(tf::logits_rows({&row, 1}) * vocab);
+            batched[phase].emplace_back(all.begin() + static_cast<std::ptrdiff_t>(at),
+                                        all.begin() + static_cast<std::ptrdiff_t>(at + n));
+            at += n;
+          }
+        }
+      });
+      for (int phase = 0; phase < 2; ++phase)
+        for (int r = 0; r < R; ++r) {
+          INFO("step " << phase << ", row " << r);
+          auto const i = static_cast<std::size_t>(r);
+          CHECK(same_bits(batched[phase][i], solo[phase][i]));
+        }
+    }
+  }
+}
+
+TEST_CASE("on the emulated CUDA backend, a copied page and state slot continue as the originals") {
+  for (std::string rel : {"gemma/tiny/tiny-f32.gguf", "qwen/tiny35/tiny-f32.gguf",
+                          "qwen/tiny35_moe/tiny-q8_0.gguf", "nemotron/tiny_h/tiny-f32.gguf"}) {
+    for (auto const dtype : {tf::kv_dtype::f32, tf::kv_dtype::f16}) {
+      INFO(rel << (dtype == tf::kv_dtype::f16 ? ", f16 KV" : ", f32 KV"));
+      with_engine<cuda>(fixture(rel), {16, 8, dtype, 4}, [&](auto& e) {
+        constexpr bool hybrid = std::remove_reference_t<decltype(e)>::has_state;
+        auto const prefix = tokens(1, 12, e.vocab_size());
+        auto const more = tokens(2, 5, e.vocab_size());
+        // Pages: the original's, the copy's, and two controls' (page 12 never written, page 4 a
+        // copy); slots: the original's 0, 1 never written, the copies 2 and 3.
+        std::vector<std::int32_t> const kept{0, 1, 2, 3}, copy{0, 9, 10, 11},
+            no_page{0, 12, 13, 14}, page_only{0, 4, 5, 6};
+        tf::batch_row const start{prefix, 0, kept, false, 0};
+        (void)run(e, {&start, 1});
+        // Page 1 holds positions 8..11 of 16; a copy shares page 0 and takes its own page 1.
+        e.copy_page(1, 9);
+        e.copy_page(1, 4);
+        if constexpr (hybrid) {
+          e.copy_state(0, 2);
+          e.copy_state(0, 3);
+        } else {
+          CHECK_THROWS_WITH(e.copy_state(0, 2), Catch::Matchers::Contains("keeps no recurrent"));
+        }
+        // The original continues first, overwriting page 1 and slot 0 past the copy.
+        tf::batch_row const original{more, 12, kept, true, 0};
+        auto const want = run(e, {&original, 1});
+        tf::batch_row const copied{more, 12, copy, true, hybrid ? 2 : 0};
+        CHECK(same_bits(run(e, {&copied, 1}), want));
+        // Without either copy the continuation is another.
+        tf::batch_row const without_page{more, 12, no_page, true, hybrid ? 3 : 0};
+        CHECK_FALSE(same_bits(run(e, {&without_page, 1}), want));
+        if constexpr (hybrid) {
+          tf::batch_row const without_state{more, 12, page_only, true, 1};
+          CHECK_FALSE(same_bits(run(e, {&without_state, 1}), want));
+        }
+      });
+    }
+  }
+}
+
+TEST_CASE("on the emulated CUDA backend, MoE layers pick the CPU backend's experts") {
+  for (std::string rel :
+       {"qwen/tiny_moe/tiny-f32.gguf", "glm/tiny45/tiny-f32.gguf", "qwen/tiny35_moe/tiny-f32.gguf",
+        "qwen/tiny35_moe/tiny-q8_0.gguf", "nemotron/tiny_h_moe/tiny-f32.gguf",
+        "nemotron/tiny_h_latent/tiny-f32.gguf"}) {
+    INFO(rel);
+    auto const want = expected(fixture(rel));
+    tf::kv_shape const kv{8, 16, tf::kv_dtype::f32, 1};
+    auto const routes_of = [&]<class B>() {
+      std::vector<std::vector<std::int32_t>> routes;
+      with_engine<B>(fixture(rel), kv, [&](auto& e) {
+        e.backend().record_routes(true);
+        auto const pages = iota_pages(kv.num_pages);
+        tf::batch_row const prompt{want.prompt, 0, pages, false, 0};
+        (void)run(e, {&prompt, 1});
+        // Three decode steps on transformers' tokens.
+        for (std::size_t i = 0; i < 3; ++i) {
+          tf::batch_row const next{std::span(want.greedy.data() + i, 1),
+                                   static_cast<std::int32_t>(want.prompt.size() + i), pages, false,
+                                   0};
+          (void)run(e, {&next, 1});
+        }
+        routes = e.backend().routes();
+      });
+      return routes;
+    };
+    auto const on_cpu = routes_of.template operator()<cpu>();
+    auto const on_gpu = routes_of.template operator()<cuda>();
+    REQUIRE_FALSE(on_cpu.empty());
+    CHECK(on_gpu == on_cpu);
+  }
+}
