@@ -8,6 +8,7 @@
 #include <families/qwen/qwen35.hpp>
 #include <families/qwen/qwen35_moe.hpp>
 #include <families/qwen/qwen3_moe.hpp>
+#include <families/qwen/qwen3_next.hpp>
 #include <tf/registry.hpp>
 
 namespace tf::families {
@@ -17,6 +18,7 @@ using builtin = registry<gemma::gemma3,     //
                          qwen::qwen3_moe,   //
                          qwen::qwen35,      //
                          qwen::qwen35_moe,  //
+                         qwen::qwen3_next,  //
                          glm::glm4,         //
                          glm::glm4_moe,     //
                          nemotron::nemotron_h>;

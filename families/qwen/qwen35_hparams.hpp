@@ -1,10 +1,11 @@
 #pragma once
-/// Qwen3.5 / 3.6 (qwen35, qwen35moe; HF qwen3_5(_text), qwen3_5_moe(_text)): hyper-parameters and
-/// tensor names. Layers are Gated DeltaNet (linear attention, a recurrent state per stream) or
-/// gated full attention; the MLP is dense SwiGLU (qwen35) or routed experts plus a sigmoid-gated
-/// shared expert (qwen35moe).
+/// Qwen3.5 / 3.6 (qwen35, qwen35moe; HF qwen3_5(_text), qwen3_5_moe(_text)) and Qwen3-Next
+/// (qwen3next; HF qwen3_next): hyper-parameters and tensor names. Layers are Gated DeltaNet (linear
+/// attention, a recurrent state per stream) or gated full attention; the MLP is dense SwiGLU
+/// (qwen35) or routed experts plus a sigmoid-gated shared expert (qwen35moe, qwen3next).
 #include <tf/model/tensor_names.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string_view>
@@ -42,13 +43,22 @@ struct qwen35_hparams {
   bool tiled_v_heads = false;
   std::vector<qwen35_layer> layer_types;  // [num_layers]
 
-  // Routed experts (qwen35moe); 0 experts: a dense MLP on every layer.
+  // Routed experts (qwen35moe, qwen3next); 0 experts: a dense MLP on every layer.
   int num_experts = 0;
   int num_experts_per_tok = 0;
   int moe_intermediate_size = 0;
   int shared_expert_intermediate_size = 0;
+  bool norm_topk_prob = true;  // renormalise the top-k weights (Qwen3.5-MoE always does)
+  // Qwen3-Next's dense layers among the routed ones (as Qwen3-MoE's); Qwen3.5 routes every layer.
+  int decoder_sparse_step = 1;
+  std::vector<int> mlp_only_layers;
 
   bool is_moe() const { return num_experts > 0; }
+  /// Whether layer i routes its MLP through the experts.
+  bool is_moe(int i) const {
+    return is_moe() && decoder_sparse_step > 0 && (i + 1) % decoder_sparse_step == 0 &&
+           std::find(mlp_only_layers.begin(), mlp_only_layers.end(), i) == mlp_only_layers.end();
+  }
   bool is_full_attention(int i) const {
     return layer_types.at(static_cast<std::size_t>(i)) == qwen35_layer::full_attention;
   }

@@ -2,7 +2,8 @@
 /// The Qwen3.5 forward, on any backend: pre-norm blocks whose mixer is a Gated DeltaNet (conv1d
 /// over q|k|v with SiLU, the gated delta rule, a gated RMSNorm per value head) or gated full
 /// attention (q/k norms, partial NeoX RoPE, o(attention * sigmoid(gate))), then a SwiGLU MLP or
-/// routed experts with a sigmoid-gated shared expert.
+/// routed experts with a sigmoid-gated shared expert. Qwen3-Next runs it too
+/// (qwen3_next_model.hpp).
 #include <families/qwen/qwen35_weights.hpp>
 #include <tf/backend/backend.hpp>
 #include <tf/layers/mlp.hpp>
@@ -46,8 +47,8 @@ class qwen35_model {
               hp.linear_value_head_dim,
               hp.tiled_v_heads && hp.linear_num_key_heads != hp.linear_num_value_heads,
               hp.rms_norm_eps};
-    routing_ = {backend::routing_kind::softmax_top_k, hp.num_experts, hp.num_experts_per_tok, true,
-                1.0f};
+    routing_ = {backend::routing_kind::softmax_top_k, hp.num_experts, hp.num_experts_per_tok,
+                hp.norm_topk_prob, 1.0f};
   }
 
   weights const& bound() const { return w_; }
@@ -66,7 +67,7 @@ class qwen35_model {
       else
         delta(be, s, states, at, L.delta, o_);
       be.residual(x_, o_, nullptr, &L.ffn_norm, eps);
-      if (hp.is_moe())
+      if (hp.is_moe(l))
         layers::moe(be, s, L.moe, routing_, o_, xn_);
       else
         layers::gated_mlp(be, s, L.mlp, backend::activation::silu, o_, xn_, mlp_);

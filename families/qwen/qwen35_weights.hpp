@@ -2,6 +2,8 @@
 /// Qwen3.5 weights bound from a model file to a backend: matrices as the file holds them; norms,
 /// the conv kernel and the decay coefficients in f32. HF's zero-centred norms get their +1 here
 /// (GGUF's have it baked in), and HF's A_log becomes -exp(A_log) (what GGUF's ssm_a holds).
+/// qwen35_detail::bind_hybrid_weights is shared with Qwen3-Next, whose GDN input projections
+/// differ (qwen3_next_weights.hpp).
 #include <families/common/experts.hpp>
 #include <families/common/tensor_binder.hpp>
 #include <families/qwen/qwen35_config.hpp>
@@ -13,7 +15,9 @@
 #include <tf/model/model_file.hpp>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -56,6 +60,9 @@ struct qwen35_weights {
   typename B::matrix embd, output;
   typename B::vector output_norm;
   std::vector<qwen35_layer_weights<B>> layers;
+  /// Rows a loader copied into another order (Qwen3-Next's interleaved projections), kept where
+  /// the backend's matrices point at host memory.
+  std::vector<std::shared_ptr<std::vector<std::byte> const>> host_rows;
 };
 
 /// An HF model seen under Qwen3_5ForCausalLM's names: a multimodal wrapper keeps the text model's
@@ -118,16 +125,25 @@ void bind_attention(Layer& l, Binder const& b, qwen35_hparams const& hp, int i, 
   l.attn.k_norm = b.norm(tensor_role::attn_k_norm, i, hd, shift);
 }
 
+/// Qwen3.5's GDN input projections, flat as the forward reads them: qkv, z, b and a.
+template <class Layer, class Binder>
+void bind_flat_projections(Layer& l, Binder const& b, qwen35_hparams const& hp, int i) {
+  std::int64_t const h = hp.hidden_size, nv = hp.linear_num_value_heads;
+  std::int64_t const v_all = nv * hp.linear_value_head_dim;
+  auto& d = l.delta;
+  d.qkv = b.mat(model::tensor_role::ssm_in, i, hp.conv_dim(), h);
+  d.z = mat(b, qwen35_in_proj_z, i, v_all, h);
+  d.b = mat(b, qwen35_in_proj_b, i, nv, h);
+  d.a = mat(b, qwen35_in_proj_a, i, nv, h);
+}
+
+/// The rest of a GDN layer: the output projection, the conv, the decay and the gated norm.
 template <class Layer, class Binder>
 void bind_delta(Layer& l, Binder const& b, qwen35_hparams const& hp, int i) {
   using model::tensor_role;
   std::int64_t const h = hp.hidden_size, nv = hp.linear_num_value_heads;
   std::int64_t const v_all = nv * hp.linear_value_head_dim, conv = hp.conv_dim();
   auto& d = l.delta;
-  d.qkv = b.mat(tensor_role::ssm_in, i, conv, h);
-  d.z = mat(b, qwen35_in_proj_z, i, v_all, h);
-  d.b = mat(b, qwen35_in_proj_b, i, nv, h);
-  d.a = mat(b, qwen35_in_proj_a, i, nv, h);
   d.out = b.mat(tensor_role::ssm_out, i, h, v_all);
   auto const* k = b.find(tensor_role::ssm_conv1d, i, false);
   if (k->dims.empty() || k->dims[0] != hp.linear_conv_kernel_dim)
@@ -167,18 +183,15 @@ void bind_moe(Layer& l, Binder const& b, qwen35_hparams const& hp, int i) {
   l.moe.shared_gate = row_matrix(b, *find(b, qwen35_shared_gate, i, false), h);
 }
 
-}  // namespace qwen35_detail
-
-/// Binds the weights of `file` (anything with `find_tensor(name) -> const tensor_view*`) to `be`;
-/// `style` picks GGUF or HF names (and conventions). Throws tf::error on a missing tensor or a
-/// shape that disagrees with `hp`.
-template <class File, class B>
-qwen35_weights<B> bind_qwen35_weights(File const& file, qwen35_hparams const& hp, name_style style,
-                                      B& be) {
+/// Binds the weights of `file` to `be` as bind_qwen35_weights does, but for each GDN layer i
+/// calls `projections(w, layer, binder, i)` to bind its input projections (qkv, z, b, a);
+/// `family` names the family in the errors.
+template <class File, class B, class Projections>
+qwen35_weights<B> bind_hybrid_weights(File const& file, qwen35_hparams const& hp, name_style style,
+                                      B& be, char const* family, Projections&& projections) {
   using model::tensor_role;
-  check_qwen35_hparams(hp);
-  tensor_binder<File, decltype(qwen35_tensors), B> const b{file, qwen35_tensors, style, "qwen35",
-                                                           be};
+  check_qwen35_hparams(hp, family);
+  tensor_binder<File, decltype(qwen35_tensors), B> const b{file, qwen35_tensors, style, family, be};
   float const shift = style == name_style::hf ? 1.0f : 0.0f;  // HF norms are (1 + w)
   std::int64_t const h = hp.hidden_size;
   qwen35_weights<B> w;
@@ -186,7 +199,7 @@ qwen35_weights<B> bind_qwen35_weights(File const& file, qwen35_hparams const& hp
   w.embd = b.head(tensor_role::token_embd, hp.vocab_size, h);
   auto const* head = b.find(tensor_role::output, 0, true);
   if (!head && !hp.tie_word_embeddings)
-    throw error("tf: qwen35 model lacks the tensor {} and its embeddings are not tied",
+    throw error("tf: {} model lacks the tensor {} and its embeddings are not tied", family,
                 b.name_of(tensor_role::output, 0));
   w.output = head && !hp.tie_word_embeddings ? b.head_of(head, hp.vocab_size, h) : w.embd;
   w.output_norm = b.norm(tensor_role::output_norm, 0, h, shift);
@@ -194,12 +207,14 @@ qwen35_weights<B> bind_qwen35_weights(File const& file, qwen35_hparams const& hp
     auto& l = w.layers.emplace_back();
     l.attn_norm = b.norm(tensor_role::attn_norm, i, h, shift);
     l.ffn_norm = b.norm(tensor_role::ffn_norm, i, h, shift);
-    if (hp.is_full_attention(i))
-      qwen35_detail::bind_attention(l, b, hp, i, shift);
-    else
-      qwen35_detail::bind_delta(l, b, hp, i);
-    if (hp.is_moe()) {
-      qwen35_detail::bind_moe(l, b, hp, i);
+    if (hp.is_full_attention(i)) {
+      bind_attention(l, b, hp, i, shift);
+    } else {
+      projections(w, l, b, i);
+      bind_delta(l, b, hp, i);
+    }
+    if (hp.is_moe(i)) {
+      bind_moe(l, b, hp, i);
     } else {
       std::int64_t const ff = hp.intermediate_size;
       l.mlp.gate = b.mat(tensor_role::ffn_gate, i, ff, h);
@@ -208,6 +223,20 @@ qwen35_weights<B> bind_qwen35_weights(File const& file, qwen35_hparams const& hp
     }
   }
   return w;
+}
+
+}  // namespace qwen35_detail
+
+/// Binds the weights of `file` (anything with `find_tensor(name) -> const tensor_view*`) to `be`;
+/// `style` picks GGUF or HF names (and conventions). Throws tf::error on a missing tensor or a
+/// shape that disagrees with `hp`.
+template <class File, class B>
+qwen35_weights<B> bind_qwen35_weights(File const& file, qwen35_hparams const& hp, name_style style,
+                                      B& be) {
+  return qwen35_detail::bind_hybrid_weights(file, hp, style, be, "qwen35",
+                                            [&](auto&, auto& layer, auto const& b, int i) {
+                                              qwen35_detail::bind_flat_projections(layer, b, hp, i);
+                                            });
 }
 
 /// The weights of `file`, which must outlive them, bound to `be`.

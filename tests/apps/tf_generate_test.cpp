@@ -67,7 +67,9 @@ TEST_CASE("tf-generate continues every tiny fixture greedily as transformers doe
                                         "nemotron/tiny_h/tiny-f32.gguf",
                                         "nemotron/tiny_h",
                                         "nemotron/tiny_h_moe/tiny-f32.gguf",
-                                        "nemotron/tiny_h_latent/tiny-f32.gguf"};
+                                        "nemotron/tiny_h_latent/tiny-f32.gguf",
+                                        "qwen/tiny3next/tiny-f32.gguf",
+                                        "qwen/tiny3next"};
   for (auto const& rel : models) {
     auto const path = root / rel;
     INFO(path.string());

@@ -34,8 +34,10 @@ TEST_CASE("every built-in architecture name dispatches to its family") {
   CHECK(family_of<builtin>("qwen3_5_text") == "qwen35");
   CHECK(family_of<builtin>("qwen35moe") == "qwen35_moe");
   CHECK(family_of<builtin>("qwen3_5_moe") == "qwen35_moe");
+  CHECK(family_of<builtin>("qwen3next") == "qwen3_next");
+  CHECK(family_of<builtin>("qwen3_next") == "qwen3_next");
   auto names = builtin::architectures();
-  CHECK(names.size() == 16);
+  CHECK(names.size() == 18);
   for (auto const& n : names) CHECK(builtin::knows(n));
 }
 

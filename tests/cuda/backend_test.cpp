@@ -59,7 +59,7 @@ std::vector<std::string> fixture_files() {
           "glm/tiny45/tiny-f32.gguf",          "qwen/tiny35/tiny-f32.gguf",
           "qwen/tiny35_moe/tiny-q8_0.gguf",    "nemotron/tiny_h/tiny-f32.gguf",
           "nemotron/tiny_h_moe/tiny-f32.gguf", "nemotron/tiny_h_latent/tiny-f32.gguf",
-          "gemma/tiny/tiny-q8_0.gguf"};
+          "gemma/tiny/tiny-q8_0.gguf",         "qwen/tiny3next/tiny-f32.gguf"};
 }
 
 // The last logits after `prompt` in one stream from position 0.
@@ -88,6 +88,7 @@ template class tf::engine<tf::families::qwen::qwen3, cuda>;
 template class tf::engine<tf::families::qwen::qwen3_moe, cuda>;
 template class tf::engine<tf::families::qwen::qwen35, cuda>;
 template class tf::engine<tf::families::qwen::qwen35_moe, cuda>;
+template class tf::engine<tf::families::qwen::qwen3_next, cuda>;
 template class tf::engine<tf::families::glm::glm4, cuda>;
 template class tf::engine<tf::families::glm::glm4_moe, cuda>;
 template class tf::engine<tf::families::nemotron::nemotron_h, cuda>;

@@ -46,6 +46,7 @@ std::vector<std::string> fixture_files() {
           "nemotron/tiny_h/tiny-f32.gguf",
           "nemotron/tiny_h_moe/tiny-f32.gguf",
           "nemotron/tiny_h_latent/tiny-f32.gguf",
+          "qwen/tiny3next/tiny-f32.gguf",
           "gemma/tiny",
           "qwen/tiny",
           "qwen/tiny_moe",
@@ -55,7 +56,8 @@ std::vector<std::string> fixture_files() {
           "qwen/tiny35_moe",
           "nemotron/tiny_h",
           "nemotron/tiny_h_moe",
-          "nemotron/tiny_h_latent"};
+          "nemotron/tiny_h_latent",
+          "qwen/tiny3next"};
 }
 
 fs::path fixture(std::string const& rel) {

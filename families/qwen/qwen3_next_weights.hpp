@@ -1,0 +1,117 @@
+#pragma once
+/// Qwen3-Next weights: Qwen3.5's (qwen35_weights.hpp binds everything else), with the GDN input
+/// projections interleaved per k-head group g of r = nv / nk value heads. HF: in_proj_qkvz rows
+/// [q_g (dk), k_g (dk), v_g (r dv), z_g (r dv)] per group and in_proj_ba [b_g (r), a_g (r)].
+/// llama.cpp's GGUF: attn_qkv [q_all, k_all, v_all] and attn_gate (z) flat, ssm_ba interleaved as
+/// HF's (legacy files: ssm_in, interleaved as HF's qkvz). Interleaved rows are copied into the
+/// flat order the forward reads, once, on the host.
+#include <families/common/tensor_binder.hpp>
+#include <families/qwen/qwen35_hparams.hpp>
+#include <families/qwen/qwen35_weights.hpp>
+#include <families/qwen/qwen3_next_config.hpp>
+#include <tf/model/model_file.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace tf::families::qwen {
+
+inline constexpr qwen35_name qwen3_next_in_proj_qkvz{
+    "blk.{}.ssm_in.weight", "model.layers.{}.linear_attn.in_proj_qkvz.weight"};
+inline constexpr qwen35_name qwen3_next_in_proj_ba{"blk.{}.ssm_ba.weight",
+                                                   "model.layers.{}.linear_attn.in_proj_ba.weight"};
+
+namespace qwen3_next_detail {
+
+/// Row indices of part [first, first + count) of each of `groups` groups of `width` rows, group
+/// by group.
+inline std::vector<std::int64_t> part_rows(std::int64_t groups, std::int64_t width,
+                                           std::int64_t first, std::int64_t count) {
+  std::vector<std::int64_t> rows;
+  rows.reserve(static_cast<std::size_t>(groups * count));
+  for (std::int64_t g = 0; g < groups; ++g)
+    for (std::int64_t r = 0; r < count; ++r) rows.push_back(g * width + first + r);
+  return rows;
+}
+
+/// Rows `order` of m, copied in that order, uploaded to `be`; the copy stays in w.host_rows when
+/// the backend's matrices are host descriptions (they point at it), else the backend has its own.
+template <class B>
+typename B::matrix upload_rows(B& be, backend::host_matrix const& m,
+                               std::span<std::int64_t const> order, qwen35_weights<B>& w) {
+  auto bytes = std::make_shared<std::vector<std::byte>>(order.size() * m.row_bytes);
+  for (std::size_t i = 0; i < order.size(); ++i)
+    std::memcpy(bytes->data() + i * m.row_bytes,
+                m.data + static_cast<std::uint64_t>(order[i]) * m.row_bytes, m.row_bytes);
+  auto rows = m;
+  rows.rows = static_cast<std::int64_t>(order.size());
+  rows.data = bytes->data();
+  auto bound = be.upload(rows);
+  if constexpr (std::is_same_v<typename B::matrix, backend::host_matrix>)
+    w.host_rows.push_back(std::move(bytes));
+  return bound;
+}
+
+/// GDN layer i's input projections as the forward reads them: qkv [q_all, k_all, v_all], z, b, a,
+/// value head g r + i in HF's order (it reads k-head g).
+template <class B, class Binder>
+void bind_projections(qwen35_weights<B>& w, qwen35_layer_weights<B>& l, Binder const& b,
+                      qwen35_hparams const& hp, int i) {
+  using model::tensor_role;
+  std::int64_t const h = hp.hidden_size, nk = hp.linear_num_key_heads;
+  std::int64_t const nv = hp.linear_num_value_heads, r = nv / nk, dk = hp.linear_key_head_dim;
+  std::int64_t const rv = r * hp.linear_value_head_dim, v_all = nv * hp.linear_value_head_dim;
+  auto& d = l.delta;
+  // tensor_role::ssm_in is the flat attn_qkv; the interleaved GGUF tensor is the legacy ssm_in.
+  bool const interleaved =
+      b.style == name_style::hf || (!b.find(tensor_role::ssm_in, i, true) &&
+                                    qwen35_detail::find(b, qwen3_next_in_proj_qkvz, i, true));
+  if (interleaved) {
+    std::int64_t const width = 2 * dk + 2 * rv;
+    auto const m =
+        b.host_of(qwen35_detail::find(b, qwen3_next_in_proj_qkvz, i, false), nk * width, h);
+    auto qkv = part_rows(nk, width, 0, dk);
+    for (auto part : {part_rows(nk, width, dk, dk), part_rows(nk, width, 2 * dk, rv)})
+      qkv.insert(qkv.end(), part.begin(), part.end());
+    d.qkv = upload_rows(b.be, m, qkv, w);
+    d.z = upload_rows(b.be, m, part_rows(nk, width, 2 * dk + rv, rv), w);
+  } else {
+    d.qkv = b.mat(tensor_role::ssm_in, i, hp.conv_dim(), h);
+    d.z = qwen35_detail::mat(b, qwen35_in_proj_z, i, v_all, h);
+  }
+  auto const ba = b.host_of(qwen35_detail::find(b, qwen3_next_in_proj_ba, i, false), 2 * nv, h);
+  d.b = upload_rows(b.be, ba, part_rows(nk, 2 * r, 0, r), w);
+  d.a = upload_rows(b.be, ba, part_rows(nk, 2 * r, r, r), w);
+}
+
+}  // namespace qwen3_next_detail
+
+/// Binds the weights of `file` (anything with `find_tensor(name) -> const tensor_view*`) to `be`;
+/// `style` picks GGUF or HF names. Throws tf::error naming a missing or misshapen tensor.
+template <class File, class B>
+qwen35_weights<B> bind_qwen3_next_weights(File const& file, qwen35_hparams const& hp,
+                                          name_style style, B& be) {
+  return qwen35_detail::bind_hybrid_weights(
+      file, hp, style, be, "qwen3_next", [&](auto& w, auto& layer, auto const& b, int i) {
+        qwen3_next_detail::bind_projections(w, layer, b, hp, i);
+      });
+}
+
+/// The weights of `file`, which must outlive them, bound to `be`.
+template <class B>
+qwen35_weights<B> load_qwen3_next_weights(model::model_file const& file, B& be) {
+  if (auto const* g = file.gguf())
+    return bind_qwen3_next_weights(*g, qwen3_next_hparams_from_gguf(*g), name_style::gguf, be);
+  auto const& hf = *file.hf();
+  return bind_qwen3_next_weights(hf, qwen3_next_hparams_from_config(hf.config()), name_style::hf,
+                                 be);
+}
+
+}  // namespace tf::families::qwen
