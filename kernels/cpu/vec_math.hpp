@@ -150,7 +150,8 @@ TF_VM_FN double sum_squares(const float* x, std::int64_t n) {
     }
   alignas(32) double p[16];
   for (int r = 0; r < 4; ++r) _mm256_store_pd(p + 4 * r, a[r]);
-  for (std::int64_t j = 0; i < n; ++i, ++j) p[j] += static_cast<double>(x[i] * x[i]);
+  // The tail's bound says j < 16 outright, which GCC cannot prove from i < n for a constant n.
+  for (int j = 0; j < 16 && i + j < n; ++j) p[j] += static_cast<double>(x[i + j] * x[i + j]);
   for (int w = 8; w >= 1; w /= 2)
     for (int j = 0; j < w; ++j) p[j] += p[j + w];
   return p[0];

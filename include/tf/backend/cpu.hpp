@@ -13,6 +13,7 @@
 #include <tf/backend/cpu/recurrent.hpp>
 #include <tf/backend/cpu/state_store.hpp>
 #include <tf/backend/cpu/step.hpp>
+#include <tf/backend/store_checks.hpp>
 #include <tf/error.hpp>
 
 #include <algorithm>
@@ -311,7 +312,7 @@ class cpu {
         (bias && static_cast<std::int64_t>(bias->size()) != c))
       throw error("tf: a conv1d of {} weights over {} channels", w.size(), c);
     std::int64_t const keep = (kernel - 1) * c;
-    check_state(states, layer, offset, keep);
+    check_state_range(states.layout(), layer, offset, keep);
     for_each_row(s, [&](batch_row const& r, std::int64_t first, std::int64_t n) {
       float* window = slot(states, r, layer, offset, keep);
       pool_->parallel_for(c, [&](std::int64_t c0, std::int64_t c1) {
@@ -334,7 +335,7 @@ class cpu {
         static_cast<std::int64_t>(a.size()) != nh || static_cast<std::int64_t>(d.size()) != nh)
       throw error("tf: an SSM scan of {} heads x {} over {} columns", nh, hd, xbc.cols);
     std::int64_t const floats = nh * hd * ds;
-    check_state(states, layer, offset, floats);
+    check_state_range(states.layout(), layer, offset, floats);
     shape(y, xbc.rows, nh * hd);
     for_each_row(s, [&](batch_row const& r, std::int64_t first, std::int64_t n) {
       float* state = slot(states, r, layer, offset, floats);
@@ -364,7 +365,7 @@ class cpu {
       throw error("tf: a gated delta rule of {} k-heads x {}, {} v-heads x {} over {} columns", nk,
                   dk, nv, dv, qkv.cols);
     std::int64_t const floats = nv * dk * dv;
-    check_state(states, layer, offset, floats);
+    check_state_range(states.layout(), layer, offset, floats);
     shape(out, qkv.rows, nv * dv);
     for_each_row(s, [&](batch_row const& r, std::int64_t first, std::int64_t n) {
       float* state = slot(states, r, layer, offset, floats);
@@ -412,25 +413,6 @@ class cpu {
   }
   static float* row(buffer& b, std::int64_t t) { return b.data.data() + t * b.cols; }
   static float const* row(buffer const& b, std::int64_t t) { return b.data.data() + t * b.cols; }
-
-  // fn(row, first token, tokens) for each batch row in order.
-  template <class Fn>
-  static void for_each_row(step const& s, Fn&& fn) {
-    std::int64_t first = 0;
-    for (auto const& r : s.rows()) {
-      auto const n = static_cast<std::int64_t>(r.tokens.size());
-      fn(r, first, n);
-      first += n;
-    }
-  }
-
-  static void check_state(state_store const& states, int layer, std::int64_t offset,
-                          std::int64_t floats) {
-    if (layer < 0 || layer >= states.layout().layers || offset < 0 ||
-        offset + floats > states.layout().floats)
-      throw error("tf: recurrent layer {} state floats {}..{} outside its {} x {}", layer, offset,
-                  offset + floats, states.layout().layers, states.layout().floats);
-  }
 
   // A row's state for `layer` from `offset`, zeroed when the row starts the stream.
   static float* slot(state_store& states, batch_row const& r, int layer, std::int64_t offset,

@@ -11,6 +11,7 @@
 #include <tf/backend/cuda/kv_store.hpp>
 #include <tf/backend/cuda/state_store.hpp>
 #include <tf/backend/cuda/step.hpp>
+#include <tf/backend/store_checks.hpp>
 #include <tf/error.hpp>
 #include <tf/model/tensor_type.hpp>
 #include <tf/model/tensor_view.hpp>
@@ -258,7 +259,7 @@ class cuda {
     if (c <= 0 || kernel < 1 || kernel > 16 || kernel * c != size(w) || (bias && size(*bias) != c))
       throw error("tf: a conv1d of {} weights over {} channels", size(w), c);
     std::int64_t const keep = (kernel - 1) * c;
-    check_state(states, layer, offset, keep);
+    check_state_range(states.layout(), layer, offset, keep);
     for_each_row(s, [&](batch_row const& r, std::int64_t first, std::int64_t n) {
       kernels::cuda::conv1d(x.data() + first * c, c, n, c, w.data(), static_cast<int>(kernel),
                             bias ? bias->data() : nullptr, silu, slot(states, r, layer) + offset,
@@ -274,7 +275,7 @@ class cuda {
         xbc.cols != nh * hd + 2 * p.groups * ds || dt.cols != nh || size(dt_bias) != nh ||
         size(a) != nh || size(d) != nh)
       throw error("tf: an SSM scan of {} heads x {} over {} columns", nh, hd, xbc.cols);
-    check_state(states, layer, offset, nh * hd * ds);
+    check_state_range(states.layout(), layer, offset, nh * hd * ds);
     shape(y, xbc.rows, nh * hd);
     kernels::cuda::ssm_shape const sp{p.heads,      p.head_dim, p.groups,
                                       p.state_size, p.dt_min,   p.dt_max};
@@ -294,7 +295,7 @@ class cuda {
         b.cols != nv || a.cols != nv || size(dt_bias) != nv || size(a_coef) != nv)
       throw error("tf: a gated delta rule of {} k-heads x {}, {} v-heads x {} over {} columns", nk,
                   dk, nv, dv, qkv.cols);
-    check_state(states, layer, offset, nv * dk * dv);
+    check_state_range(states.layout(), layer, offset, nv * dk * dv);
     shape(out, qkv.rows, nv * dv);
     kernels::cuda::delta_shape const dp{p.k_heads, p.v_heads, p.k_dim,
                                         p.v_dim,   p.tiled,   p.norm_eps};
@@ -445,24 +446,6 @@ class cuda {
     matmul(e.up, x, moe_.u);
     kernels::cuda::glu(kind(act), moe_.g.data(), moe_.u.data(), moe_.g.rows * moe_.g.cols, stream_);
     matmul(e.down, moe_.g, y);
-  }
-
-  template <class Fn>
-  static void for_each_row(step const& s, Fn&& fn) {
-    std::int64_t first = 0;
-    for (auto const& r : s.rows()) {
-      auto const n = static_cast<std::int64_t>(r.tokens.size());
-      fn(r, first, n);
-      first += n;
-    }
-  }
-
-  static void check_state(state_store const& states, int layer, std::int64_t offset,
-                          std::int64_t floats) {
-    if (layer < 0 || layer >= states.layout().layers || offset < 0 ||
-        offset + floats > states.layout().floats)
-      throw error("tf: recurrent layer {} state floats {}..{} outside its {} x {}", layer, offset,
-                  offset + floats, states.layout().layers, states.layout().floats);
   }
 
   static float* slot(state_store& states, batch_row const& r, int layer) {

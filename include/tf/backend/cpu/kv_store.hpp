@@ -9,6 +9,7 @@
 #include <tf/backend/backend.hpp>
 #include <tf/backend/cpu/step.hpp>
 #include <tf/backend/cpu/zeroed_array.hpp>
+#include <tf/backend/store_checks.hpp>
 #include <tf/batch.hpp>
 #include <tf/error.hpp>
 
@@ -26,12 +27,7 @@ class kv_store {
  public:
   kv_store() = default;
   kv_store(kv_shape shape, kv_layout layout) : kv_(shape), layout_(layout) {
-    if (kv_.num_pages <= 0 || kv_.page_tokens <= 0)
-      throw error("tf: KV storage needs pages > 0 and page_tokens > 0, got {} and {}",
-                  kv_.num_pages, kv_.page_tokens);
-    if (layout.layers < 0 || layout.kv_heads <= 0 || layout.head_dim <= 0)
-      throw error("tf: KV storage for {} layers of {} heads of {}", layout.layers, layout.kv_heads,
-                  layout.head_dim);
+    check_kv_store(shape, layout);
     page_floats_ = static_cast<std::size_t>(kv_.page_tokens) *
                    static_cast<std::size_t>(layout.kv_heads) *
                    static_cast<std::size_t>(layout.head_dim);
