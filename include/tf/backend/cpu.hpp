@@ -264,10 +264,7 @@ class cpu {
   /// src's columns, side by side (a per-head slice of interleaved heads).
   void columns(buffer const& src, buffer& dst, std::int64_t first, std::int64_t count,
                std::int64_t period) {
-    std::int64_t const per = period > 0 ? period : src.cols;
-    if (per <= 0 || src.cols % per != 0 || first < 0 || count < 0 || first + count > per)
-      throw error("tf: columns {}..{} of period {} from a buffer of {} columns", first,
-                  first + count, per, src.cols);
+    std::int64_t const per = column_period(src.cols, first, count, period);
     std::int64_t const groups = src.cols / per;
     shape(dst, src.rows, groups * count);
     per_row(src.rows, [&](std::int64_t t) {
@@ -282,10 +279,7 @@ class cpu {
   void gated_rmsnorm(buffer& y, buffer const& z, vector const& w, int group, float eps,
                      bool norm_before_gate) {
     auto const n = static_cast<std::int64_t>(w.size());
-    if (group <= 0 || y.cols % group != 0 || (n != y.cols && n != group) ||
-        z.data.size() != y.data.size())
-      throw error("tf: a gated norm of groups of {} with {} weights over {} columns", group, n,
-                  y.cols);
+    check_gated_norm(y.cols, group, n, z.data.size() == y.data.size());
     per_row(y.rows, [&](std::int64_t t) {
       float* yt = row(y, t);
       float const* zt = row(z, t);
@@ -307,10 +301,8 @@ class cpu {
   void conv1d(step const& s, state_store& states, int layer, std::int64_t offset, buffer& x,
               vector const& w, vector const* bias, bool silu) {
     std::int64_t const c = x.cols;
-    auto const kernel = c > 0 ? static_cast<std::int64_t>(w.size()) / c : 0;
-    if (c <= 0 || kernel < 1 || kernel > 16 || kernel * c != static_cast<std::int64_t>(w.size()) ||
-        (bias && static_cast<std::int64_t>(bias->size()) != c))
-      throw error("tf: a conv1d of {} weights over {} channels", w.size(), c);
+    auto const kernel = conv1d_taps(c, static_cast<std::int64_t>(w.size()),
+                                    bias ? static_cast<std::int64_t>(bias->size()) : -1);
     std::int64_t const keep = (kernel - 1) * c;
     check_state_range(states.layout(), layer, offset, keep);
     for_each_row(s, [&](batch_row const& r, std::int64_t first, std::int64_t n) {
@@ -330,10 +322,8 @@ class cpu {
                 buffer const& xbc, buffer const& dt, vector const& dt_bias, vector const& a,
                 vector const& d, ssm_params const& p, buffer& y) {
     std::int64_t const hd = p.head_dim, ds = p.state_size, nh = p.heads;
-    if (nh <= 0 || p.groups <= 0 || nh % p.groups != 0 || xbc.cols != nh * hd + 2 * p.groups * ds ||
-        dt.cols != nh || static_cast<std::int64_t>(dt_bias.size()) != nh ||
-        static_cast<std::int64_t>(a.size()) != nh || static_cast<std::int64_t>(d.size()) != nh)
-      throw error("tf: an SSM scan of {} heads x {} over {} columns", nh, hd, xbc.cols);
+    check_ssm_scan(p, xbc.cols, dt.cols, static_cast<std::int64_t>(dt_bias.size()),
+                   static_cast<std::int64_t>(a.size()), static_cast<std::int64_t>(d.size()));
     std::int64_t const floats = nh * hd * ds;
     check_state_range(states.layout(), layer, offset, floats);
     shape(y, xbc.rows, nh * hd);
@@ -358,12 +348,9 @@ class cpu {
   void gated_delta(step const& s, state_store& states, int layer, std::int64_t offset,
                    buffer const& qkv, buffer const& b, buffer const& a, vector const& dt_bias,
                    vector const& a_coef, delta_params const& p, buffer& out) {
-    std::int64_t const nk = p.k_heads, nv = p.v_heads, dk = p.k_dim, dv = p.v_dim;
-    if (nk <= 0 || nv % nk != 0 || dk > 256 || dv > 256 || qkv.cols != 2 * nk * dk + nv * dv ||
-        b.cols != nv || a.cols != nv || static_cast<std::int64_t>(dt_bias.size()) != nv ||
-        static_cast<std::int64_t>(a_coef.size()) != nv)
-      throw error("tf: a gated delta rule of {} k-heads x {}, {} v-heads x {} over {} columns", nk,
-                  dk, nv, dv, qkv.cols);
+    std::int64_t const nv = p.v_heads, dk = p.k_dim, dv = p.v_dim;
+    check_gated_delta(p, qkv.cols, b.cols, a.cols, static_cast<std::int64_t>(dt_bias.size()),
+                      static_cast<std::int64_t>(a_coef.size()));
     std::int64_t const floats = nv * dk * dv;
     check_state_range(states.layout(), layer, offset, floats);
     shape(out, qkv.rows, nv * dv);

@@ -233,10 +233,7 @@ class cuda {
 
   void columns(buffer const& src, buffer& dst, std::int64_t first, std::int64_t count,
                std::int64_t period) {
-    std::int64_t const per = period > 0 ? period : src.cols;
-    if (per <= 0 || src.cols % per != 0 || first < 0 || count < 0 || first + count > per)
-      throw error("tf: columns {}..{} of period {} from a buffer of {} columns", first,
-                  first + count, per, src.cols);
+    std::int64_t const per = column_period(src.cols, first, count, period);
     shape(dst, src.rows, src.cols / per * count);
     kernels::cuda::columns(src.data(), dst.data(), src.rows, src.cols, first, count, per, stream_);
   }
@@ -244,10 +241,7 @@ class cuda {
   void gated_rmsnorm(buffer& y, buffer const& z, vector const& w, int group, float eps,
                      bool norm_before_gate) {
     auto const n = size(w);
-    if (group <= 0 || y.cols % group != 0 || (n != y.cols && n != group) || z.rows != y.rows ||
-        z.cols != y.cols)
-      throw error("tf: a gated norm of groups of {} with {} weights over {} columns", group, n,
-                  y.cols);
+    check_gated_norm(y.cols, group, n, z.rows == y.rows && z.cols == y.cols);
     kernels::cuda::gated_rmsnorm(y.data(), z.data(), w.data(), n, y.rows, y.cols, group, eps,
                                  norm_before_gate, stream_);
   }
@@ -255,9 +249,7 @@ class cuda {
   void conv1d(step const& s, state_store& states, int layer, std::int64_t offset, buffer& x,
               vector const& w, vector const* bias, bool silu) {
     std::int64_t const c = x.cols;
-    auto const kernel = c > 0 ? size(w) / c : 0;
-    if (c <= 0 || kernel < 1 || kernel > 16 || kernel * c != size(w) || (bias && size(*bias) != c))
-      throw error("tf: a conv1d of {} weights over {} channels", size(w), c);
+    auto const kernel = conv1d_taps(c, size(w), bias ? size(*bias) : -1);
     std::int64_t const keep = (kernel - 1) * c;
     check_state_range(states.layout(), layer, offset, keep);
     for_each_row(s, [&](batch_row const& r, std::int64_t first, std::int64_t n) {
@@ -271,10 +263,9 @@ class cuda {
                 buffer const& xbc, buffer const& dt, vector const& dt_bias, vector const& a,
                 vector const& d, ssm_params const& p, buffer& y) {
     std::int64_t const hd = p.head_dim, ds = p.state_size, nh = p.heads;
-    if (nh <= 0 || p.groups <= 0 || nh % p.groups != 0 || ds > 256 ||
-        xbc.cols != nh * hd + 2 * p.groups * ds || dt.cols != nh || size(dt_bias) != nh ||
-        size(a) != nh || size(d) != nh)
-      throw error("tf: an SSM scan of {} heads x {} over {} columns", nh, hd, xbc.cols);
+    check_ssm_scan(p, xbc.cols, dt.cols, size(dt_bias), size(a), size(d));
+    if (ds > 256)
+      throw error("tf: the CUDA SSM scan keeps at most 256 state entries per head, got {}", ds);
     check_state_range(states.layout(), layer, offset, nh * hd * ds);
     shape(y, xbc.rows, nh * hd);
     kernels::cuda::ssm_shape const sp{p.heads,      p.head_dim, p.groups,
@@ -290,11 +281,8 @@ class cuda {
   void gated_delta(step const& s, state_store& states, int layer, std::int64_t offset,
                    buffer const& qkv, buffer const& b, buffer const& a, vector const& dt_bias,
                    vector const& a_coef, delta_params const& p, buffer& out) {
-    std::int64_t const nk = p.k_heads, nv = p.v_heads, dk = p.k_dim, dv = p.v_dim;
-    if (nk <= 0 || nv % nk != 0 || dk > 256 || dv > 256 || qkv.cols != 2 * nk * dk + nv * dv ||
-        b.cols != nv || a.cols != nv || size(dt_bias) != nv || size(a_coef) != nv)
-      throw error("tf: a gated delta rule of {} k-heads x {}, {} v-heads x {} over {} columns", nk,
-                  dk, nv, dv, qkv.cols);
+    std::int64_t const nv = p.v_heads, dk = p.k_dim, dv = p.v_dim;
+    check_gated_delta(p, qkv.cols, b.cols, a.cols, size(dt_bias), size(a_coef));
     check_state_range(states.layout(), layer, offset, nv * dk * dv);
     shape(out, qkv.rows, nv * dv);
     kernels::cuda::delta_shape const dp{p.k_heads, p.v_heads, p.k_dim,
