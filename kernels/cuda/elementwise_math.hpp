@@ -1,8 +1,8 @@
 #pragma once
 /// The CUDA kernels' per-element arithmetic, callable from host and device: activations, sigmoid,
-/// softcap, the RoPE rotation of a pair and the weighted sums of the MoE combine. Products that
-/// the CPU backend rounds on their own are written with mul_rn, so nvcc does not fuse them into an
-/// fma and a kernel's bits match the host's for the same exp and tanh.
+/// softcap, the RoPE rotation of a pair and the weighted sums of the MoE combine. Products and sums
+/// that the CPU backend rounds on their own are written with mul_rn and add_rn, so nvcc does not
+/// fuse them into an fma and a kernel's bits match the host's for the same exp and tanh.
 #include <kernels/cuda/hd.hpp>
 
 #include <cmath>
@@ -19,13 +19,22 @@ TF_HD inline float mul_rn(float a, float b) {
 #endif
 }
 
+/// a + b rounded on its own (never fused with a preceding product, such as exp's last).
+TF_HD inline float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
 TF_HD inline float sigmoid(float x) {
-  return 1.0f / (1.0f + std::exp(-x));
+  return 1.0f / add_rn(1.0f, std::exp(-x));
 }
 
 /// silu(x) = x * sigmoid(x), as the CPU backend writes it.
 TF_HD inline float silu(float x) {
-  return x / (1.0f + std::exp(-x));
+  return x / add_rn(1.0f, std::exp(-x));
 }
 
 /// gelu with the tanh approximation, in the CPU backend's f32 steps (1 + 0.044715 x^2 in one fma).

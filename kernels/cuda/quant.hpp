@@ -39,30 +39,6 @@ inline constexpr int chunk_elems = 32;
 /// Lanes of a warp; lane l sums chunks l, l + 32, l + 64, ...
 inline constexpr int warp_lanes = 32;
 
-/// True for the types dequant_chunk32 reads.
-TF_HD constexpr bool supported(std::uint32_t type) {
-  using namespace gguf_type;
-  switch (type) {
-    case f32:
-    case f16:
-    case bf16:
-    case q4_0:
-    case q4_1:
-    case q5_0:
-    case q5_1:
-    case q8_0:
-    case q2_k:
-    case q3_k:
-    case q4_k:
-    case q5_k:
-    case q6_k:
-    case q8_k:
-      return true;
-    default:
-      return false;
-  }
-}
-
 /// Elements per block (1 for the float types, 32 or 256 for the quantized ones); 0 if unsupported.
 TF_HD constexpr int block_elems(std::uint32_t type) {
   using namespace gguf_type;
@@ -87,6 +63,11 @@ TF_HD constexpr int block_elems(std::uint32_t type) {
     default:
       return 0;
   }
+}
+
+/// True for the types dequant_chunk32 reads.
+TF_HD constexpr bool supported(std::uint32_t type) {
+  return block_elems(type) != 0;
 }
 
 /// Bytes per block, as the GGUF file lays it out; 0 if unsupported.
@@ -202,6 +183,18 @@ TF_HD inline void k_scale_min(std::uint8_t const* scales, int j, int& sc, int& m
   }
 }
 
+/// Q4_K / Q5_K: sub-block j's scale d * sc and min dmin * m, from the block's leading
+/// [d f16][dmin f16][scales 12].
+struct k_sub_scales {
+  float dl, ml;
+};
+TF_HD inline k_sub_scales k_scales_of(std::uint8_t const* b, int j) {
+  const float d = f16_to_f32(read_u16(b)), dmin = f16_to_f32(read_u16(b + 2));
+  int sc = 0, m = 0;
+  k_scale_min(b + 4, j, sc, m);
+  return {d * static_cast<float>(sc), dmin * static_cast<float>(m)};
+}
+
 /// Q3_K: the signed 6-bit scale (-32..31) of sub-block j (0..15), packed in scales[12].
 TF_HD inline int q3_k_scale(std::uint8_t const* scales, int j) {
   const int low = j < 8 ? (scales[j] & 0x0f) : (scales[j - 8] >> 4);
@@ -305,11 +298,7 @@ TF_HD inline void q3_k(std::uint8_t const* b, int sub, float* out) {
 
 // Q4_K [d f16][dmin f16][scales 12][qs 128]: d * sc * q - dmin * m, per 32.
 TF_HD inline void q4_k(std::uint8_t const* b, int sub, float* out) {
-  const float d = f16_to_f32(read_u16(b)), dmin = f16_to_f32(read_u16(b + 2));
-  int sc = 0, m = 0;
-  k_scale_min(b + 4, sub, sc, m);
-  const float dl = d * static_cast<float>(sc);
-  const float ml = dmin * static_cast<float>(m);
+  const auto [dl, ml] = k_scales_of(b, sub);
   const std::uint8_t* qs = b + 16 + (sub / 2) * 32;
   const int shift = 4 * (sub % 2);
   TF_QUANT_UNROLL
@@ -318,11 +307,7 @@ TF_HD inline void q4_k(std::uint8_t const* b, int sub, float* out) {
 
 // Q5_K [d f16][dmin f16][scales 12][qh 32][qs 128]: as Q4_K with bit `sub` of qh[j] as bit 4.
 TF_HD inline void q5_k(std::uint8_t const* b, int sub, float* out) {
-  const float d = f16_to_f32(read_u16(b)), dmin = f16_to_f32(read_u16(b + 2));
-  int sc = 0, m = 0;
-  k_scale_min(b + 4, sub, sc, m);
-  const float dl = d * static_cast<float>(sc);
-  const float ml = dmin * static_cast<float>(m);
+  const auto [dl, ml] = k_scales_of(b, sub);
   const std::uint8_t* qh = b + 16;
   const std::uint8_t* qs = b + 48 + (sub / 2) * 32;
   const int shift = 4 * (sub % 2);

@@ -9,6 +9,7 @@
 /// - gated_delta: a warp per value column of a head; lane l holds key rows l, l + 32, ... The
 ///   squares of q and k, S^T k and S^T q are summed as the scan sums.
 /// Missing entries (rows past the state's) are zeros in every lane array, so they add exact zeros.
+#include <kernels/cuda/elementwise_math.hpp>
 #include <kernels/cuda/hd.hpp>
 
 #include <array>
@@ -25,35 +26,14 @@ inline constexpr int max_lane_entries = 8;
 /// The longest conv1d kernel.
 inline constexpr int max_kernel = 16;
 
-/// a * b rounded to f32 on its own (never fused with a following add).
-TF_HD inline float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
-/// a + b rounded on its own (never fused with a preceding product, such as exp's last).
-TF_HD inline float add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
+// The per-element rounding and activations, as the elementwise kernels compute them.
+using elementwise_math::mul_rn;
+using elementwise_math::sigmoid;
+using elementwise_math::silu;
 
 /// softplus as torch computes it (linear above 20), as the CPU backend writes it.
 TF_HD inline float softplus(float x) {
   return x > 20.0f ? x : std::log1p(std::exp(x));
-}
-
-TF_HD inline float sigmoid(float x) {
-  return 1.0f / add_rn(1.0f, std::exp(-x));
-}
-
-TF_HD inline float silu(float x) {
-  return x / add_rn(1.0f, std::exp(-x));
 }
 
 /// std::clamp's result, spelled for the device.

@@ -5,6 +5,7 @@
 // an f32 KV; the default model's greedy continuation equals the CPU's; 8 rows batched give each
 // row's solo logits bit for bit. Without a device these print why and pass. The same backend runs
 // on the CPU over host copies of its kernels in tests/cuda_host/.
+#include <tests/common/last_logits.hpp>
 #include <tf/backend/cpu.hpp>
 #include <tf/backend/cuda.hpp>
 #include <tf/engine.hpp>
@@ -26,6 +27,7 @@
 namespace fs = std::filesystem;
 using tf::backend::cpu;
 using tf::backend::cuda;
+using tf::test::last_logits;
 
 namespace {
 
@@ -60,17 +62,6 @@ std::vector<std::string> fixture_files() {
           "qwen/tiny35_moe/tiny-q8_0.gguf",    "nemotron/tiny_h/tiny-f32.gguf",
           "nemotron/tiny_h_moe/tiny-f32.gguf", "nemotron/tiny_h_latent/tiny-f32.gguf",
           "gemma/tiny/tiny-q8_0.gguf",         "qwen/tiny3next/tiny-f32.gguf"};
-}
-
-// The last logits after `prompt` in one stream from position 0.
-std::vector<float> last_logits(tf::loaded_model& m, std::vector<std::int32_t> const& prompt) {
-  auto const kv = m.kv();
-  std::vector<std::int32_t> pages(static_cast<std::size_t>(kv.num_pages));
-  for (std::size_t i = 0; i < pages.size(); ++i) pages[i] = static_cast<std::int32_t>(i);
-  std::vector<float> logits(static_cast<std::size_t>(m.vocab_size()));
-  tf::batch_row row{prompt, 0, pages, false, kv.num_state_slots > 0 ? 0 : -1};
-  m.forward({&row, 1}, logits.data());
-  return logits;
 }
 
 tf::sample::sampling_params greedy() {

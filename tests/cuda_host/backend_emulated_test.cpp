@@ -6,6 +6,7 @@
 // a prompt fed in chunks of 1, 7 or whole gives the same bits; 8 rows batched give each row's
 // solo logits bit for bit; a copied page and state slot continue as the originals; MoE picks
 // equal the CPU backend's; the runtime's and the launchers' errors reach the caller naming them.
+#include <tests/common/last_logits.hpp>
 #include <tests/cuda_host/fake_cuda_runtime.hpp>
 #include <tests/cuda_host/host_launchers.hpp>
 
@@ -31,6 +32,7 @@
 namespace fs = std::filesystem;
 using tf::backend::cpu;
 using tf::backend::cuda;
+using tf::test::last_logits;
 
 namespace {
 
@@ -79,30 +81,6 @@ expectation expected(fs::path const& path) {
   auto const& c = j.at("prompts").at(0);
   return {c.at("prompt").get<std::vector<std::int32_t>>(),
           c.at("greedy").get<std::vector<std::int32_t>>()};
-}
-
-std::vector<std::int32_t> iota_pages(std::int32_t n) {
-  std::vector<std::int32_t> p(static_cast<std::size_t>(n));
-  for (std::size_t i = 0; i < p.size(); ++i) p[i] = static_cast<std::int32_t>(i);
-  return p;
-}
-
-// The last logits after `prompt` in one stream from position 0, fed `chunk` tokens a forward
-// (0: all at once).
-std::vector<float> last_logits(tf::loaded_model& m, std::vector<std::int32_t> const& prompt,
-                               std::size_t chunk = 0) {
-  auto const kv = m.kv();
-  auto const pages = iota_pages(kv.num_pages);
-  std::vector<float> logits(static_cast<std::size_t>(m.vocab_size()));
-  std::size_t const step = chunk > 0 ? chunk : prompt.size();
-  for (std::size_t at = 0; at < prompt.size(); at += step) {
-    std::span<std::int32_t const> const part(prompt.data() + at,
-                                             std::min(step, prompt.size() - at));
-    tf::batch_row row{part, static_cast<std::int32_t>(at), pages, false,
-                      kv.num_state_slots > 0 ? 0 : -1};
-    m.forward({&row, 1}, logits.data());
-  }
-  return logits;
 }
 
 tf::sample::sampling_params greedy() {
@@ -369,7 +347,7 @@ TEST_CASE("on the emulated CUDA backend, MoE layers pick the CPU backend's exper
       std::vector<std::vector<std::int32_t>> routes;
       with_engine<B>(fixture(rel), kv, [&](auto& e) {
         e.backend().record_routes(true);
-        auto const pages = iota_pages(kv.num_pages);
+        auto const pages = tf::test::pages_in_order(kv.num_pages);
         tf::batch_row const prompt{want.prompt, 0, pages, false, 0};
         (void)run(e, {&prompt, 1});
         // Three decode steps on transformers' tokens.

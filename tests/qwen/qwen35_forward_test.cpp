@@ -9,6 +9,8 @@
 #include <families/qwen/qwen35_moe.hpp>
 #include <families/registry.hpp>
 #include <tests/common/hf_oracle.hpp>
+#include <tests/qwen/edited_file.hpp>
+#include <tests/qwen/hybrid_session.hpp>
 #include <tf/backend/cpu.hpp>
 #include <tf/engine/engine.hpp>
 #include <tf/engine/open.hpp>
@@ -16,19 +18,20 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
-#include <map>
-#include <numeric>
 #include <set>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+namespace hybrid = tf::test::hybrid;
 namespace qwen = tf::families::qwen;
-using tf::batch_row;
+using hybrid::shape;
+using hybrid::slot_stream;
 using tf::model::model_file;
-using tf::test::max_abs_diff;
+using tf::test::edited_file;
 using dense_engine = tf::engine<qwen::qwen35, tf::backend::cpu>;
 using moe_engine = tf::engine<qwen::qwen35_moe, tf::backend::cpu>;
 
@@ -43,168 +46,16 @@ qwen::qwen35_weights<tf::backend::cpu> load(model_file const& file) {
   return qwen::load_qwen35_weights(file, binder);
 }
 
-/// KV pages of 16 positions and `slots` state slots.
-tf::kv_shape shape(int pages, int slots) {
-  return {pages, 16, tf::kv_dtype::f32, slots};
-}
-
-/// Page ids first, first + stride, ... (11 pages: 176 positions).
-std::vector<std::int32_t> pages_from(int first, int stride) {
-  std::vector<std::int32_t> p;
-  for (int i = 0; i < 11; ++i) p.push_back(first + i * stride);
-  return p;
-}
-
-/// One stream: its page table and its state slot.
+/// The weights of `path` (the fixture in `dir`) against transformers: hybrid::check_oracle.
 template <class Engine>
-struct slot_stream {
-  Engine& fwd;
-  std::vector<std::int32_t> pages = pages_from(0, 1);
-  std::int32_t slot = 0;
-  std::int32_t pos = 0;
-
-  std::vector<float> feed(std::span<std::int32_t const> toks, bool all) {
-    batch_row row{toks, pos, pages, all, slot};
-    std::vector<float> out(static_cast<std::size_t>(tf::logits_rows({&row, 1}) * fwd.vocab_size()));
-    fwd.forward({&row, 1}, out.data());
-    pos += static_cast<std::int32_t>(toks.size());
-    return out;
-  }
-  /// The last logits after feeding `prompt` in chunks of `chunk` from position 0.
-  std::vector<float> prefill(std::vector<std::int32_t> const& prompt, std::size_t chunk) {
-    pos = 0;
-    std::vector<float> last;
-    for (std::size_t at = 0; at < prompt.size(); at += chunk)
-      last = feed(std::span(prompt).subspan(at, std::min(chunk, prompt.size() - at)), false);
-    return last;
-  }
-  std::vector<std::int32_t> greedy(std::span<float const> logits, std::size_t n) {
-    auto const vocab = static_cast<int>(fwd.vocab_size());
-    return tf::test::greedy_tokens(tf::test::last_row(logits, vocab), n, [this](std::int32_t t) {
-      return feed({&t, 1}, false);
-    });
-  }
-};
-
-/// Every prompt position's logits within `tol` of transformers'; with `exact`, the 16 greedy
-/// tokens after the prompt (decoded one at a time) are transformers' too. Returns the worst
-/// difference.
-template <class Engine>
-float check_oracle(std::string const& dir, std::string const& path, float tol, bool exact) {
+void check_oracle(std::string const& dir, std::string const& path, float tol, bool exact) {
   auto const& o = tf::test::hf_oracle_at(dir);
   auto file = model_file::open(path);
-  auto w = load(file);
+  auto const w = load(file);
   CHECK(w.hp.vocab_size == o.vocab);
   CHECK(w.hp.tiled_v_heads == file.is_gguf());
   REQUIRE(w.layers.size() == 5);
-  Engine fwd(w, shape(11, 1), {2});
-  float worst = 0;
-  int agree = 0, total = 0;
-  for (std::size_t p = 0; p < o.prompts.size(); ++p) {
-    slot_stream<Engine> s{fwd};
-    auto const all = s.feed(o.prompts[p], true);
-    float const err = max_abs_diff(all, o.logits[p]);
-    worst = std::max(worst, err);
-    auto const V = static_cast<std::size_t>(o.vocab);
-    for (std::size_t t = 0; t < o.prompts[p].size(); ++t) {
-      std::span<float const> const got(all), ref(o.logits[p]);
-      agree += tf::test::argmax(got.subspan(t * V, V)) == tf::test::argmax(ref.subspan(t * V, V));
-      ++total;
-    }
-    INFO(path << " prompt " << p << " (" << o.prompts[p].size()
-              << " tokens) max |tf - transformers| = " << err << " (tolerance " << tol << ")");
-    CHECK(err <= tol);
-    auto const got = s.greedy(all, o.greedy[p].size());
-    CHECK(got.size() == 16);
-    if (exact) CHECK(got == o.greedy[p]);
-  }
-  INFO(path << " top-1 agrees at " << agree << "/" << total);
-  CHECK(agree >= total * 9 / 10);
-  return worst;
-}
-
-/// Prompt 1 (150 tokens) fed in chunks of 1, 7, 64 and whole: the same last logits to the bit
-/// and the same 16 greedy tokens.
-template <class Engine>
-void check_chunking(std::string const& dir, std::string const& path) {
-  auto const& o = tf::test::hf_oracle_at(dir);
-  auto const& prompt = o.prompts[1];
-  REQUIRE(prompt.size() >= 150);
-  auto file = model_file::open(path);
-  Engine fwd(load(file), shape(11, 1), {2});
-  slot_stream<Engine> s{fwd};
-  auto const whole = s.prefill(prompt, prompt.size());
-  auto const tokens = s.greedy(whole, 16);
-  for (std::size_t chunk : {1, 7, 64}) {
-    INFO(path << " chunks of " << chunk);
-    auto const last = s.prefill(prompt, chunk);
-    CHECK(last == whole);
-    CHECK(s.greedy(last, 16) == tokens);
-  }
-}
-
-/// Streams in one batch, each in its own state slot and pages, give the bits each gives alone
-/// (slot 0, one thread): prompt 1 whole beside prompts 0 and 1 cut in two, then decoding together.
-template <class Engine>
-void check_batch(std::string const& dir, std::string const& path) {
-  auto const& o = tf::test::hf_oracle_at(dir);
-  auto const& p0 = o.prompts[0];
-  auto const& p1 = o.prompts[1];
-  auto const V = static_cast<std::size_t>(o.vocab);
-  auto file = model_file::open(path);
-  auto const w = load(file);
-  std::vector<std::vector<float>> solo_last;
-  std::vector<std::vector<std::int32_t>> solo_tokens;
-  {
-    Engine f1(w, shape(11, 1), {1});
-    slot_stream<Engine> s{f1};
-    for (auto const* p : {&p0, &p1}) {
-      solo_last.push_back(s.prefill(*p, p->size()));
-      solo_tokens.push_back(s.greedy(solo_last.back(), 4));
-    }
-  }
-  for (int threads : {1, 2}) {
-    INFO(path << " threads " << threads);
-    Engine fwd(w, shape(33, 4), {threads});
-    auto const ta = pages_from(2, 3), tb = pages_from(0, 3), tc = pages_from(1, 3);
-    std::size_t const cut0 = 5, cut1 = 7;
-    std::vector<batch_row> first{{p1, 0, ta, false, 3},
-                                 {std::span(p0).first(cut0), 0, tb, false, 0},
-                                 {std::span(p1).first(cut1), 0, tc, false, 1}};
-    std::vector<float> out(3 * V);
-    fwd.forward(first, out.data());
-    CHECK(std::equal(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(V),
-                     solo_last[1].begin()));
-    std::vector<batch_row> second{
-        {std::span(p0).subspan(cut0), static_cast<std::int32_t>(cut0), tb, false, 0},
-        {std::span(p1).subspan(cut1), static_cast<std::int32_t>(cut1), tc, false, 1}};
-    fwd.forward(second, out.data());
-    CHECK(std::equal(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(V),
-                     solo_last[0].begin()));
-    CHECK(std::equal(out.begin() + static_cast<std::ptrdiff_t>(V),
-                     out.begin() + static_cast<std::ptrdiff_t>(2 * V), solo_last[1].begin()));
-    // Decode the three streams together, greedy on each one's own logits.
-    std::vector<std::int32_t> next{solo_tokens[1][0], solo_tokens[0][0], solo_tokens[1][0]};
-    std::vector<std::vector<std::int32_t>> got(3);
-    for (int step = 0; step < 3; ++step) {
-      auto const at0 = static_cast<std::int32_t>(p0.size()) + step;
-      auto const at1 = static_cast<std::int32_t>(p1.size()) + step;
-      std::vector<batch_row> rows{{std::span(next).subspan(0, 1), at1, ta, false, 3},
-                                  {std::span(next).subspan(1, 1), at0, tb, false, 0},
-                                  {std::span(next).subspan(2, 1), at1, tc, false, 1}};
-      fwd.forward(rows, out.data());
-      for (std::size_t r = 0; r < 3; ++r) {
-        next[r] = tf::test::argmax(std::span<float const>(out).subspan(r * V, V));
-        got[r].push_back(next[r]);
-      }
-    }
-    auto const tail = [](std::vector<std::int32_t> const& t) {
-      return std::vector<std::int32_t>(t.begin() + 1, t.end());
-    };
-    CHECK(got[0] == tail(solo_tokens[1]));
-    CHECK(got[1] == tail(solo_tokens[0]));
-    CHECK(got[2] == tail(solo_tokens[1]));
-  }
+  hybrid::check_oracle<Engine>(w, o, path, tol, exact);
 }
 
 }  // namespace
@@ -236,14 +87,17 @@ TEST_CASE("tiny Qwen3.5-MoE, Q8_0 GGUF: logits within 0.25 of transformers, top-
 }
 
 TEST_CASE("a Qwen3.5 prompt fed in chunks of 1, 7, 64 or whole gives the same bits") {
-  check_chunking<dense_engine>(dense_dir, dense_dir + "/tiny-f32.gguf");
-  check_chunking<dense_engine>(dense_dir, dense_dir + "/tiny-q8_0.gguf");
-  check_chunking<moe_engine>(moe_dir, moe_dir);
+  auto const& dense = tf::test::hf_oracle_at(dense_dir).prompts[1];
+  hybrid::check_chunking<dense_engine>(dense_dir + "/tiny-f32.gguf", load, dense);
+  hybrid::check_chunking<dense_engine>(dense_dir + "/tiny-q8_0.gguf", load, dense);
+  hybrid::check_chunking<moe_engine>(moe_dir, load, tf::test::hf_oracle_at(moe_dir).prompts[1]);
 }
 
 TEST_CASE("a Qwen3.5 stream in a batch beside other state slots gives its bits alone") {
-  check_batch<dense_engine>(dense_dir, dense_dir + "/tiny-q8_0.gguf");
-  check_batch<moe_engine>(moe_dir, moe_dir + "/tiny-f32.gguf");
+  hybrid::check_batch<dense_engine>(dense_dir + "/tiny-q8_0.gguf", load,
+                                    tf::test::hf_oracle_at(dense_dir));
+  hybrid::check_batch<moe_engine>(moe_dir + "/tiny-f32.gguf", load,
+                                  tf::test::hf_oracle_at(moe_dir));
 }
 
 TEST_CASE("the tiny Qwen3.5-MoE routes each token to transformers' experts") {
@@ -312,13 +166,6 @@ TEST_CASE("the registry answers the Qwen3.5 architecture names; KV and state siz
 }
 
 TEST_CASE("a Qwen3.5 file missing a tensor names it in the tf::error") {
-  struct missing {
-    model_file const& inner;
-    std::string drop;
-    tf::model::tensor_view const* find_tensor(std::string_view n) const {
-      return n == drop ? nullptr : inner.find_tensor(n);
-    }
-  };
   auto message_of = [](auto const& f, qwen::qwen35_hparams const& hp, qwen::name_style style) {
     try {
       qwen::bind_qwen35_weights(f, hp, style, binder);
@@ -331,21 +178,24 @@ TEST_CASE("a Qwen3.5 file missing a tensor names it in the tf::error") {
   auto const hp = qwen::qwen35_hparams_from_gguf(*dense.gguf());
   for (std::string name : {"blk.0.ssm_alpha.weight", "blk.4.attn_gate.weight", "blk.2.ssm_a",
                            "blk.3.attn_q.weight", "blk.1.ssm_conv1d.weight", "output.weight"})
-    CHECK_THAT(message_of(missing{dense, name}, hp, qwen::name_style::gguf), Catch::Contains(name));
+    CHECK_THAT(message_of(edited_file{dense, {name}, {}, {}}, hp, qwen::name_style::gguf),
+               Catch::Contains(name));
   auto moe = model_file::open(moe_dir + "/tiny-f32.gguf");
   auto const mhp = qwen::qwen35_hparams_from_gguf(*moe.gguf());
   for (std::string name : {"blk.1.ffn_gate_inp_shexp.weight", "blk.2.ffn_up_exps.weight",
                            "blk.0.ffn_down_shexp.weight"})
-    CHECK_THAT(message_of(missing{moe, name}, mhp, qwen::name_style::gguf), Catch::Contains(name));
+    CHECK_THAT(message_of(edited_file{moe, {name}, {}, {}}, mhp, qwen::name_style::gguf),
+               Catch::Contains(name));
   auto hf = model_file::open(moe_dir);
   auto const hhp = qwen::qwen35_hparams_from_config(hf.hf()->config());
   for (std::string name : {"model.layers.0.linear_attn.in_proj_b.weight",
                            "model.layers.3.mlp.experts.1.up_proj.weight",
                            "model.layers.4.mlp.shared_expert_gate.weight"})
-    CHECK_THAT(message_of(missing{hf, name}, hhp, qwen::name_style::hf), Catch::Contains(name));
+    CHECK_THAT(message_of(edited_file{hf, {name}, {}, {}}, hhp, qwen::name_style::hf),
+               Catch::Contains(name));
   auto wrong = hp;
   wrong.linear_value_head_dim = 32;  // the conv and the projections no longer fit
-  CHECK_THAT(message_of(missing{dense, ""}, wrong, qwen::name_style::gguf),
+  CHECK_THAT(message_of(edited_file{dense, {}, {}, {}}, wrong, qwen::name_style::gguf),
              Catch::Contains("blk.0.attn_qkv.weight"));
 }
 
@@ -378,36 +228,22 @@ TEST_CASE("Qwen3.5-MoE experts stacked as gate|up in one tensor (GGUF and transf
   // The fixture's experts restacked: per expert its gate rows, then its up rows (GGUF
   // ffn_gate_up_exps {hidden, 2 ff, experts}; HF experts.gate_up_proj [experts, 2 ff, hidden]
   // and experts.down_proj [experts, hidden, ff]). The same weights give the same bits.
-  struct restacked {
-    model_file const& inner;
-    std::vector<std::string> hidden;  // names this view does not show
-    std::map<std::string, tf::model::tensor_view, std::less<>> extra;
-    std::vector<std::vector<std::byte>> bytes;
-
-    tf::model::tensor_view const* find_tensor(std::string_view n) const {
-      if (std::find(hidden.begin(), hidden.end(), n) != hidden.end()) return nullptr;
-      auto it = extra.find(n);
-      return it != extra.end() ? &it->second : inner.find_tensor(n);
-    }
-    /// Adds `name` {cols, rows * parts.size(), experts}: expert e's rows of each part in turn.
-    void stack(std::string name, std::vector<std::vector<tf::model::tensor_view const*>> parts,
-               std::int64_t rows, std::int64_t cols) {
-      auto& b = bytes.emplace_back();
-      std::size_t const n = rows * cols * 4;
-      for (std::size_t e = 0; e < parts.size(); ++e)
-        for (auto const* t : parts[e]) {
-          REQUIRE(t->type == tf::model::tensor_type::f32);
-          auto const* from = t->data + (t->dims.size() == 2 ? 0 : e * n);
-          b.insert(b.end(), from, from + n);
-        }
-      auto& v = extra[name];
-      v.name = name;
-      v.type = tf::model::tensor_type::f32;
-      v.dims = {cols, rows * static_cast<std::int64_t>(parts.front().size()),
-                static_cast<std::int64_t>(parts.size())};
-      v.data = b.data();
-      v.bytes = b.size();
-    }
+  // Adds `name` {cols, rows * parts per expert, experts}: expert e's rows of each part in turn.
+  auto stack = [](edited_file& f, std::string const& name,
+                  std::vector<std::vector<tf::model::tensor_view const*>> const& parts,
+                  std::int64_t rows, std::int64_t cols) {
+    std::vector<std::byte> b;
+    std::size_t const n = rows * cols * 4;
+    for (std::size_t e = 0; e < parts.size(); ++e)
+      for (auto const* t : parts[e]) {
+        REQUIRE(t->type == tf::model::tensor_type::f32);
+        auto const* from = t->data + (t->dims.size() == 2 ? 0 : e * n);
+        b.insert(b.end(), from, from + n);
+      }
+    f.add_f32(name,
+              {cols, rows * static_cast<std::int64_t>(parts.front().size()),
+               static_cast<std::int64_t>(parts.size())},
+              std::move(b));
   };
   auto const& o = tf::test::hf_oracle_at(moe_dir);
   int const E = 4, ff = 32, h = 64;
@@ -416,13 +252,12 @@ TEST_CASE("Qwen3.5-MoE experts stacked as gate|up in one tensor (GGUF and transf
     return slot_stream<moe_engine>{fwd}.feed(o.prompts[0], true);
   };
   auto gguf = model_file::open(moe_dir + "/tiny-f32.gguf");
-  restacked g{gguf, {}, {}, {}};
-  g.bytes.reserve(16);
+  edited_file g{gguf, {}, {}, {}};
   for (int i = 0; i < 5; ++i) {
     auto const l = "blk." + std::to_string(i) + ".";
     auto const* gate = gguf.find_tensor(l + "ffn_gate_exps.weight");
     auto const* up = gguf.find_tensor(l + "ffn_up_exps.weight");
-    g.stack(l + "ffn_gate_up_exps.weight", std::vector(E, std::vector{gate, up}), ff, h);
+    stack(g, l + "ffn_gate_up_exps.weight", std::vector(E, std::vector{gate, up}), ff, h);
     g.hidden.insert(g.hidden.end(), {l + "ffn_gate_exps.weight", l + "ffn_up_exps.weight"});
   }
   auto const ghp = qwen::qwen35_hparams_from_gguf(*gguf.gguf());
@@ -431,8 +266,7 @@ TEST_CASE("Qwen3.5-MoE experts stacked as gate|up in one tensor (GGUF and transf
   CHECK(slot_stream<moe_engine>{gf}.feed(o.prompts[0], true) == reference(gguf));
 
   auto hf = model_file::open(moe_dir);
-  restacked f{hf, {}, {}, {}};
-  f.bytes.reserve(16);
+  edited_file f{hf, {}, {}, {}};
   for (int i = 0; i < 5; ++i) {
     auto const l = "model.layers." + std::to_string(i) + ".mlp.experts.";
     std::vector<std::vector<tf::model::tensor_view const*>> gate_up, down;
@@ -444,11 +278,11 @@ TEST_CASE("Qwen3.5-MoE experts stacked as gate|up in one tensor (GGUF and transf
       for (auto p : {"gate_proj.weight", "up_proj.weight", "down_proj.weight"})
         f.hidden.push_back(x + p);
     }
-    f.stack(l + "gate_up_proj", gate_up, ff, h);
-    f.stack(l + "down_proj", down, h, ff);
+    stack(f, l + "gate_up_proj", gate_up, ff, h);
+    stack(f, l + "down_proj", down, h, ff);
   }
   auto const fhp = qwen::qwen35_hparams_from_config(hf.hf()->config());
-  qwen::qwen35_hf_view<restacked> const view{f, false};
+  qwen::qwen35_hf_view<edited_file> const view{f, false};
   moe_engine hff(qwen::bind_qwen35_weights(view, fhp, qwen::name_style::hf, binder), shape(11, 1),
                  {1});
   CHECK(slot_stream<moe_engine>{hff}.feed(o.prompts[0], true) == reference(hf));
