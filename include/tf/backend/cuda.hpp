@@ -53,6 +53,7 @@ struct matrix {
 /// A bound f32 vector (norm weights, biases) in device memory.
 struct vector {
   device_array<float> values;
+  std::vector<float> host;  // the same values, for what runs on the host (MoE routing's bias)
 
   std::size_t size() const { return values.size(); }
   bool empty() const { return values.empty(); }
@@ -126,6 +127,7 @@ class cuda {
   vector upload(std::vector<float> v) const {
     vector d;
     d.values.upload(v.data(), v.size());
+    d.host = std::move(v);
     return d;
   }
   template <class File>
@@ -312,12 +314,10 @@ class cuda {
     matmul(router, xn, moe_.logits);
     std::vector<float> logits(static_cast<std::size_t>(n * r.experts));
     download(moe_.logits, logits);
-    std::vector<float> host_bias(bias.size());
-    if (!bias.empty()) download(bias.values.data(), host_bias);
     std::vector<std::int32_t> pick(static_cast<std::size_t>(n * K));
     std::vector<float> weight(pick.size());
     for (std::int64_t t = 0; t < n; ++t)
-      cpu_parts::route(r, logits.data() + t * r.experts, bias.empty() ? nullptr : host_bias.data(),
+      cpu_parts::route(r, logits.data() + t * r.experts, bias.empty() ? nullptr : bias.host.data(),
                        pick.data() + t * K, weight.data() + t * K);
     if (record_routes_) routes_.push_back(pick);
     buffer const* ex = &xn;
@@ -415,10 +415,9 @@ class cuda {
     }
     return kernels::cuda::act_kind::silu;
   }
-  static void download(buffer const& b, std::vector<float>& host) { download(b.data(), host); }
-  static void download(float const* device, std::vector<float>& host) {
+  static void download(buffer const& b, std::vector<float>& host) {
     cuda_parts::check(
-        cudaMemcpy(host.data(), device, host.size() * sizeof(float), cudaMemcpyDeviceToHost),
+        cudaMemcpy(host.data(), b.data(), host.size() * sizeof(float), cudaMemcpyDeviceToHost),
         "copy to the host");
   }
 
