@@ -4,8 +4,11 @@
 #include <families/gemma/gemma3_config.hpp>
 #include <families/glm/glm4_config.hpp>
 #include <families/glm/glm4_moe_config.hpp>
+#include <families/nemotron/nemotron_h_config.hpp>
+#include <families/qwen/qwen35_config.hpp>
 #include <families/qwen/qwen3_config.hpp>
 #include <families/qwen/qwen3_moe_config.hpp>
+#include <families/qwen/qwen3_next_config.hpp>
 #include <tf/error.hpp>
 #include <tf/model/gguf.hpp>
 #include <tf/tokenizer/from_gguf.hpp>
@@ -58,6 +61,9 @@ void read_all(tf::model::gguf_file const& g) {
   guarded([&] { (void)tf::families::qwen::moe_hparams_from_gguf(g); });
   guarded([&] { (void)tf::families::glm::hparams_from_gguf(g); });
   guarded([&] { (void)tf::families::glm::moe_hparams_from_gguf(g); });
+  guarded([&] { (void)tf::families::qwen::qwen35_hparams_from_gguf(g); });
+  guarded([&] { (void)tf::families::qwen::qwen3_next_hparams_from_gguf(g); });
+  guarded([&] { (void)tf::families::nemotron::hparams_from_gguf(g); });
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <families/qwen/qwen35_config.hpp>
 #include <families/qwen/qwen3_config.hpp>
 #include <families/qwen/qwen3_moe_config.hpp>
+#include <families/qwen/qwen3_next_config.hpp>
 #include <tf/error.hpp>
 #include <tf/tokenizer/from_hf.hpp>
 
@@ -39,6 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   guarded([&] { (void)tf::families::glm::hparams_from_config(j); });
   guarded([&] { (void)tf::families::glm::moe_hparams_from_config(j); });
   guarded([&] { (void)tf::families::qwen::qwen35_hparams_from_config(j); });
+  guarded([&] { (void)tf::families::qwen::qwen3_next_hparams_from_config(j); });
   guarded([&] { (void)tf::families::nemotron::hparams_from_config(j); });
   guarded([&] {
     tf::tokenizer::tokenizer tok(tf::tokenizer::vocab_from_hf_json(j, j));
