@@ -136,23 +136,47 @@ inline std::vector<std::int32_t> pages_reversed(int n) {
   return p;
 }
 
-/// One stream over an engine (with its own page table): token chunks at the stream's position,
-/// logits for the last token or, with `all`, for every token.
+/// One stream over an engine (with its own page table and, where the engine keeps recurrent
+/// state, its state slot): token chunks at the stream's position, logits for the last token or,
+/// with `all`, for every token.
 template <class Forward>
 struct stream {
   Forward& fwd;
   std::vector<std::int32_t> pages;
+  std::int32_t slot = -1;
   std::int32_t pos = 0;
 
-  stream(Forward& f, std::vector<std::int32_t> p) : fwd(f), pages(std::move(p)) {}
-  explicit stream(Forward& f) : stream(f, pages_in_order(f.kv().num_pages)) {}
+  stream(Forward& f, std::vector<std::int32_t> p, std::int32_t s = -1)
+      : fwd(f), pages(std::move(p)), slot(s) {}
+  /// Every page in order, and slot 0 where the engine has state slots.
+  explicit stream(Forward& f) : stream(f, pages_in_order(f.kv().num_pages), first_slot(f)) {}
+
+  /// The row for `toks` at the stream's position (the stream moves on past them).
+  tf::batch_row row(std::span<std::int32_t const> toks, bool all) {
+    tf::batch_row r{toks, pos, pages, all, slot};
+    pos += static_cast<std::int32_t>(toks.size());
+    return r;
+  }
 
   std::vector<float> feed(std::span<std::int32_t const> toks, bool all) {
-    tf::batch_row row{toks, pos, pages, all};
-    std::vector<float> out(static_cast<std::size_t>(tf::logits_rows({&row, 1}) * fwd.vocab_size()));
-    fwd.forward({&row, 1}, out.data());
-    pos += static_cast<std::int32_t>(toks.size());
+    auto const r = row(toks, all);
+    std::vector<float> out(static_cast<std::size_t>(tf::logits_rows({&r, 1}) * fwd.vocab_size()));
+    fwd.forward({&r, 1}, out.data());
     return out;
+  }
+
+  /// The last logits of `toks` fed in chunks of `chunk`.
+  std::vector<float> feed_chunks(std::span<std::int32_t const> toks, std::size_t chunk) {
+    std::vector<float> last;
+    for (std::size_t i = 0; i < toks.size(); i += chunk)
+      last = feed(toks.subspan(i, std::min(chunk, toks.size() - i)), false);
+    return last;
+  }
+
+  /// The last logits after feeding `prompt` in chunks of `chunk` from position 0.
+  std::vector<float> prefill(std::span<std::int32_t const> prompt, std::size_t chunk) {
+    pos = 0;
+    return feed_chunks(prompt, chunk);
   }
 
   /// `n` greedy tokens after `logits`, the logits `feed` returned last.
@@ -161,6 +185,14 @@ struct stream {
     return greedy_tokens(last_row(logits, vocab), n, [this](std::int32_t t) {
       return feed({&t, 1}, false);
     });
+  }
+
+ private:
+  static std::int32_t first_slot(Forward& f) {
+    if constexpr (requires { f.num_state_slots(); })
+      return f.num_state_slots() > 0 ? 0 : -1;
+    else
+      return -1;
   }
 };
 

@@ -24,7 +24,7 @@ using nemo::block_kind;
 using tf::batch_row;
 using tf::model::model_file;
 using engine = tf::engine<nemo::nemotron_h, tf::backend::cpu>;
-using stream = tf::test::slot_stream<engine>;
+using stream = tf::test::stream<engine>;
 
 namespace {
 

@@ -29,36 +29,9 @@ inline std::vector<std::int32_t> pages_from(int first, int stride) {
   return p;
 }
 
-/// One stream: its page table and its state slot.
+/// One stream over all the engine's pages, in state slot 0.
 template <class Engine>
-struct slot_stream {
-  Engine& fwd;
-  std::vector<std::int32_t> pages = pages_from(0, 1);
-  std::int32_t slot = 0;
-  std::int32_t pos = 0;
-
-  std::vector<float> feed(std::span<std::int32_t const> toks, bool all) {
-    batch_row row{toks, pos, pages, all, slot};
-    std::vector<float> out(static_cast<std::size_t>(logits_rows({&row, 1}) * fwd.vocab_size()));
-    fwd.forward({&row, 1}, out.data());
-    pos += static_cast<std::int32_t>(toks.size());
-    return out;
-  }
-  /// The last logits after feeding `prompt` in chunks of `chunk` from position 0.
-  std::vector<float> prefill(std::vector<std::int32_t> const& prompt, std::size_t chunk) {
-    pos = 0;
-    std::vector<float> last;
-    for (std::size_t at = 0; at < prompt.size(); at += chunk)
-      last = feed(std::span(prompt).subspan(at, std::min(chunk, prompt.size() - at)), false);
-    return last;
-  }
-  std::vector<std::int32_t> greedy(std::span<float const> logits, std::size_t n) {
-    auto const vocab = static_cast<int>(fwd.vocab_size());
-    return greedy_tokens(last_row(logits, vocab), n, [this](std::int32_t t) {
-      return feed({&t, 1}, false);
-    });
-  }
-};
+using slot_stream = stream<Engine>;
 
 /// Every prompt position's logits of an `Engine` over weights `w` within `tol` of transformers'
 /// and top-1 agreeing at >= 90% of them; with `exact`, the 16 greedy tokens after the prompt
