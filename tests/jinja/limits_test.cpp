@@ -236,6 +236,9 @@ TEST_CASE("limits: a long real conversation renders well within the default limi
     std::uint64_t steps = 0;
     render_options ro;
     ro.steps_used = &steps;
+#if defined(__SANITIZE_ADDRESS__)
+    ro.max_seconds = 1e6;
+#endif
     REQUIRE_NOTHROW(out = tf::tokenizer::render_chat<nlohmann::ordered_json>(fixture(name),
                                                                              messages, opts, ro));
     CHECK(out.size() > static_cast<std::size_t>(turns) * 1000);
@@ -243,7 +246,10 @@ TEST_CASE("limits: a long real conversation renders well within the default limi
     WARN(name << ": " << turns << " messages of 1000 bytes took " << steps << " steps, " << s
               << " s");
     CHECK(steps < ro.max_steps / 2);  // real templates stay well below the budget
-    CHECK(s < 10.0);
+#if !defined(__SANITIZE_ADDRESS__)
+    // A sanitizer build at -O0 interprets 10-20 times slower: there only the steps are checked.
+    CHECK(s < ro.max_seconds);
+#endif
   }
 }
 
