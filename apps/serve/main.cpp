@@ -47,7 +47,7 @@ std::uint64_t weight_bytes(std::filesystem::path const& path) {
 int main(int argc, char** argv) {
   CLI::App app{"serve: an OpenAI-compatible server for tf models"};
   std::string model_path, parallel_s = "4", backend = "cpu", host = "127.0.0.1", api_key,
-                          load = "auto", kv_type = "f16";
+                          load = "auto", kv_type = "f16", cuda_matmul = "own";
   int device = 0;
   std::size_t context = 8192, threads = std::max(1u, std::thread::hardware_concurrency()),
               max_queue = 64, max_body = 4u << 20, max_connections = 1024, keep_alive_max = 100;
@@ -67,6 +67,9 @@ int main(int argc, char** argv) {
   app.add_option("--backend", backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--device", device, "the CUDA device index for --backend cuda")
       ->check(CLI::Range(0, 1023));
+  app.add_option("--cuda-matmul", cuda_matmul,
+                 "--backend cuda matmuls: own (tf's kernel, faster decode) or cublaslt (cuBLASLt "
+                 "for every weight, faster prefill; its workspace and tile are budgeted)");
   app.add_option("--host", host, "address to bind (default loopback only)");
   app.add_option("--port", port, "port (0: any free port)");
   app.add_option("--threads", threads, "CPU threads for the forward");
@@ -127,6 +130,7 @@ int main(int argc, char** argv) {
           "tf: --backend cuda: this serve binary was built without CUDA (TF_CUDA=OFF); "
           "use --backend cpu or rebuild with -DTF_CUDA=ON");
 #endif
+    auto const matmul = tf::backend::parse_cuda_matmul(cuda_matmul);
     if (api_key.empty())
       if (char const* k = std::getenv("TF_API_KEY")) api_key = k;
     std::optional<std::uint32_t> fixed_parallel;  // nullopt: --parallel auto
@@ -229,6 +233,12 @@ int main(int argc, char** argv) {
         // An integrated GPU shares host RAM: budgeted from /proc as the host is.
         kind = d.integrated ? tf::memory::memory_kind::unified : tf::memory::memory_kind::discrete;
         device_reader = tf::backend::cuda_parts::device_memory_reader(device);
+        // The backend's fixed device scratch is counted with the weights it serves.
+        if (auto const scratch = tf::backend::cuda::scratch_bytes({device, matmul}); scratch > 0) {
+          o.model_bytes += scratch;
+          fmt::print(stderr, "tf: cuBLASLt workspace and tile: {} MiB, counted with the weights\n",
+                     scratch >> 20);
+        }
       }
 #endif
       auto b = tf::memory::start_budget(kind, tf::memory::system_proc_reader(), device_reader, o);
@@ -250,6 +260,7 @@ int main(int argc, char** argv) {
     o.kv = kv_type == "f32" ? tf::kv_dtype::f32 : tf::kv_dtype::f16;
     o.page_tokens = static_cast<std::int32_t>(page_tokens);
     o.device = device;
+    o.cuda_matmul = matmul;
     auto size_pool = [&](tf::serve::model_costs const& c) {
       // A stream's recurrent state is held twice: its slot and its lane's snapshot.
       auto b = size_start(weight_bytes(path), c.kv_bytes_per_token, 2 * c.state_bytes_per_stream);
@@ -266,7 +277,7 @@ int main(int argc, char** argv) {
       be = tf::serve::open_served<tf::families::builtin, tf::backend::cuda>(
           path, o, {0, context, max_queue, page_tokens}, size_pool, chat_template);
       fmt::print(stderr, "{}\n",
-                 tf::backend::cuda::summary(tf::backend::cuda_parts::query_device(device)));
+                 tf::backend::cuda::summary(tf::backend::cuda_parts::query_device(device), matmul));
     }
 #endif
     if (!be)

@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   int n_predict = 64, threads = 1, context = 0;
   std::string load = "read";
   bool chat = false, ignore_eos = false, quiet = false, print_ids = false;
-  std::string kv_type = "f16", backend = "cpu";
+  std::string kv_type = "f16", backend = "cpu", cuda_matmul = "own";
   int device = 0;
   tf::sample::sampling_params sp;
   sp.repetition_penalty = 1.0f;
@@ -95,6 +95,9 @@ int main(int argc, char** argv) {
   app.add_option("--backend", backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--device", device, "the CUDA device index for --backend cuda")
       ->check(CLI::Range(0, 1023));
+  app.add_option("--cuda-matmul", cuda_matmul,
+                 "--backend cuda matmuls: own (tf's kernel, faster decode) or cublaslt (cuBLASLt "
+                 "for every weight, faster prefill)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -104,14 +107,16 @@ int main(int argc, char** argv) {
     o.kv = kv_type == "f32" ? tf::kv_dtype::f32 : tf::kv_dtype::f16;
     o.context = 256;  // resized below, once the prompt's length is known
     o.device = device;
+    o.cuda_matmul = tf::backend::parse_cuda_matmul(cuda_matmul);
     auto const path = tf::model::resolve_model_path(model_path);
     std::unique_ptr<tf::loaded_model> model;
 #if defined(TF_WITH_CUDA)
     if (backend == "cuda") {
       o.load = tf::model::load_mode::map;  // the weights are copied to the device
       model = tf::open<tf::families::builtin, tf::backend::cuda>(path, o);
-      fmt::print(stderr, "{}\n",
-                 tf::backend::cuda::summary(tf::backend::cuda_parts::query_device(device)));
+      fmt::print(
+          stderr, "{}\n",
+          tf::backend::cuda::summary(tf::backend::cuda_parts::query_device(device), o.cuda_matmul));
     }
 #else
     if (backend == "cuda")

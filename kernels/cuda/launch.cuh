@@ -6,8 +6,10 @@
 #error "kernels/cuda/launch.cuh defines CUDA kernels: compile this translation unit with nvcc"
 #endif
 #include <kernels/cuda/attention.cuh>
+#include <kernels/cuda/convert.cuh>
 #include <kernels/cuda/elementwise.cuh>
 #include <kernels/cuda/matmul.cuh>
 #include <kernels/cuda/norm.cuh>
 #include <kernels/cuda/recurrent.cuh>
 #include <kernels/cuda/rope.cuh>
+#include <kernels/cuda/sample.cuh>

@@ -6,6 +6,9 @@
 /// strings, which nvcc rejects). Every output element is summed in one fixed
 /// order that depends on neither the batch nor the grid, so a row's results are the same alone or
 /// batched (docs/kernel-contract.md lists each kernel's order).
+#include <kernels/cuda/sample_math.hpp>
+
+#include <cstddef>
 #include <cstdint>
 
 struct CUstream_st;
@@ -92,6 +95,30 @@ void softcap(float* x, std::int64_t n, float cap, stream_t s);
 void gather_rows(float const* src, std::int64_t const* idx, std::int64_t n, std::int64_t cols,
                  float* dst, stream_t s);
 
+/// Device scratch of sample(): `work` [rows, vocab] where a row has adjustments; `keys` and
+/// `sorted` [rows, vocab] (the sort's two buffers, both rewritten) and `sort_temp`
+/// (sample_sort_bytes) where a row has a cut; `segments` [2, rows] and `state` [rows] always.
+struct sample_scratch {
+  float* work = nullptr;
+  std::uint64_t* keys = nullptr;
+  std::uint64_t* sorted = nullptr;
+  std::int32_t* segments = nullptr;
+  sample_math::row_state* state = nullptr;
+  void* sort_temp = nullptr;
+  std::size_t sort_bytes = 0;
+};
+
+/// Bytes of the radix sort's temporary storage for `rows` rows of `vocab`.
+std::size_t sample_sort_bytes(std::int64_t rows, std::int64_t vocab);
+
+/// Samples each row of logits [rows, vocab] in sample_math's order: out[r] (device [rows]) gets
+/// the token, its logprob and the top logprobs of row r, or a status saying why not. `params` is
+/// a device copy of host_params [rows]; `adjust` the device list the rows' ranges index.
+void sample(float const* logits, std::int64_t rows, std::int64_t vocab,
+            sample_math::row_params const* host_params, sample_math::row_params const* params,
+            sample_math::logit_adjust const* adjust, sample_scratch const& scratch,
+            sample_math::row_result* out, stream_t s);
+
 /// The paged KV of one layer: K and V pages [num_pages][page_tokens][kv_heads][head_dim], f16
 /// (as IEEE half) or f32.
 struct kv_layer {
@@ -167,5 +194,16 @@ void add_scaled(float* out, float const* y, float const* gate, std::int64_t rows
 /// Scatters y rows into dst rows idx[i] (dst[idx[i]] = y[i]).
 void scatter_rows(float const* y, std::int64_t const* idx, std::int64_t n, std::int64_t cols,
                   float* dst, stream_t s);
+
+/// The 16-bit float a cuBLASLt operand is rounded to (kernels/cuda/convert.cuh).
+enum class half_kind : unsigned char { f16, bf16 };
+
+/// dst [n] (IEEE half or bfloat16 bits) = src [n] f32 rounded to nearest even.
+void round_rows(float const* src, std::uint16_t* dst, std::int64_t n, half_kind kind, stream_t s);
+
+/// dst [count, w.cols] (half or bfloat16 bits) = rows [first, first + count) of w dequantized
+/// (bit-exact with the CPU's dequantization) and rounded to nearest even.
+void dequantize_rows(weight const& w, std::int64_t first, std::int64_t count, half_kind kind,
+                     std::uint16_t* dst, stream_t s);
 
 }  // namespace tf::kernels::cuda

@@ -3,8 +3,11 @@
 // With a device (scripts/gpu-check.sh): each tiny fixture's greedy tokens equal transformers', its
 // last logits are within 1e-3 of the largest (4e-2 for Q8_0 weights) of the CPU backend's with
 // an f32 KV; the default model's greedy continuation equals the CPU's; 8 rows batched give each
-// row's solo logits bit for bit. Without a device these print why and pass. The same backend runs
-// on the CPU over host copies of its kernels in tests/cuda_host/.
+// row's solo logits bit for bit. In cuBLASLt mode (cuda_matmul::cublaslt): the tiny fixtures'
+// and the default model's logits within the CPU's tolerance, a prompt in chunks of 1, 7 or whole
+// and 8 batched rows (prefill and decode) equal to whole and solo bit for bit. Without a device
+// these print why and pass. The same backend runs on the CPU over host copies of its kernels and
+// a fake cuBLASLt in tests/cuda_host/.
 #include <tests/common/last_logits.hpp>
 #include <tf/backend/cpu.hpp>
 #include <tf/backend/cuda.hpp>
@@ -170,4 +173,122 @@ TEST_CASE("on CUDA, 8 rows batched give each row's solo logits bit for bit") {
     INFO("row " << r);
     CHECK(std::memcmp(batched.data() + r * vocab, solo[r].data(), vocab * sizeof(float)) == 0);
   }
+}
+
+namespace {
+
+// Row r's logits alone, then all 8 rows in one forward (a prefill of different lengths, then a
+// decode step of one token each): the same bits.
+void check_batch_is_solo(tf::loaded_model& m,
+                         std::vector<std::vector<std::int32_t>> const& prompts) {
+  auto const vocab = static_cast<std::size_t>(m.vocab_size());
+  auto const pages_per_row = m.kv().num_pages / 8;
+  REQUIRE(pages_per_row >= 1);
+  std::vector<std::vector<std::int32_t>> tables(8), next(8);
+  for (std::int32_t r = 0; r < 8; ++r) {
+    for (std::int32_t p = 0; p < pages_per_row; ++p)
+      tables[static_cast<std::size_t>(r)].push_back(r + 8 * p);
+    next[static_cast<std::size_t>(r)] = {prompts[static_cast<std::size_t>(r)].front()};
+  }
+  auto row = [&](std::size_t r, int phase) {
+    auto const& p = prompts[r];
+    return phase == 0
+               ? tf::batch_row{p, 0, tables[r], false, -1}
+               : tf::batch_row{next[r], static_cast<std::int32_t>(p.size()), tables[r], false, -1};
+  };
+  std::vector<std::vector<float>> solo[2];
+  for (std::size_t r = 0; r < 8; ++r)
+    for (int phase = 0; phase < 2; ++phase) {
+      std::vector<float> l(vocab);
+      auto const b = row(r, phase);
+      m.forward({&b, 1}, l.data());
+      solo[phase].push_back(l);
+    }
+  for (int phase = 0; phase < 2; ++phase) {
+    std::vector<tf::batch_row> rows;
+    for (std::size_t r = 0; r < 8; ++r) rows.push_back(row(r, phase));
+    std::vector<float> batched(8 * vocab);
+    m.forward(rows, batched.data());
+    for (std::size_t r = 0; r < 8; ++r) {
+      INFO("step " << phase << ", row " << r);
+      CHECK(std::memcmp(batched.data() + r * vocab, solo[phase][r].data(), vocab * sizeof(float)) ==
+            0);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tiny fixtures on CUDA in cuBLASLt mode: the CPU's logits, chunks and batch invariant") {
+  if (!have_device()) return;
+  fs::path const root = TF_FIXTURES_DIR;
+  for (auto const& rel : fixture_files()) {
+    auto const path = root / rel;
+    INFO(path.string());
+    nlohmann::json expected;
+    std::ifstream(path.parent_path() / "expected.json") >> expected;
+    auto const prompt = expected.at("prompts").at(0).at("prompt").get<std::vector<std::int32_t>>();
+    tf::open_options o;
+    o.kv = tf::kv_dtype::f32;
+    o.context = 512;
+    auto on_cpu = tf::open<tf::families::builtin, cpu>(path, o);
+    o.load = tf::model::load_mode::map;
+    o.cuda_matmul = tf::backend::cuda_matmul::cublaslt;
+    auto on_gpu = tf::open<tf::families::builtin, cuda>(path, o);
+    auto const a = last_logits(*on_cpu, prompt);
+    auto const b = last_logits(*on_gpu, prompt);
+    float top = 0.0f, diff = 0.0f;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      top = std::max(top, std::fabs(a[i]));
+      diff = std::max(diff, std::fabs(a[i] - b[i]));
+    }
+    // F32 weights: f32 sums in cuBLASLt's order; Q8_0: f16 tiles and activations against the
+    // CPU's Q8_0 activations (docs/kernel-contract.md).
+    bool const q8 = rel.find("q8_0") != std::string::npos;
+    CHECK(diff <= (q8 ? 4e-2f : 1e-3f) * top + 1e-4f);
+    CHECK(std::memcmp(last_logits(*on_gpu, prompt, 1).data(), b.data(), b.size() * 4) == 0);
+    CHECK(std::memcmp(last_logits(*on_gpu, prompt, 7).data(), b.data(), b.size() * 4) == 0);
+    std::vector<std::vector<std::int32_t>> prompts;
+    for (std::size_t r = 0; r < 8; ++r) {
+      auto p = prompt;
+      p.resize(std::min(p.size(), 2 + 3 * r));
+      prompts.push_back(p);
+    }
+    o.context = 8 * 64;
+    o.page_tokens = 64;
+    auto batched = tf::open<tf::families::builtin, cuda>(path, o);
+    // One stream's shape holds one state slot: the hybrids' batches run in tests/cuda_host.
+    bool const hybrid = rel.find("tiny35") != std::string::npos ||
+                        rel.find("tiny3next") != std::string::npos ||
+                        rel.find("tiny_h") != std::string::npos;
+    if (!hybrid) check_batch_is_solo(*batched, prompts);
+  }
+}
+
+TEST_CASE("the default model on CUDA in cuBLASLt mode: the CPU's logits, batch invariant") {
+  if (!have_device()) return;
+  auto const model = default_model();
+  if (!model) return;
+  tf::open_options o;
+  o.context = 8 * 256;
+  auto on_cpu = tf::open(*model, o);
+  o.load = tf::model::load_mode::map;
+  o.cuda_matmul = tf::backend::cuda_matmul::cublaslt;
+  auto m = tf::open<tf::families::builtin, cuda>(*model, o);
+  auto const prompt = m->text().encode("The three primary colours are");
+  auto const a = last_logits(*on_cpu, prompt);
+  auto const b = last_logits(*m, prompt);
+  float top = 0.0f, diff = 0.0f;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    top = std::max(top, std::fabs(a[i]));
+    diff = std::max(diff, std::fabs(a[i] - b[i]));
+  }
+  INFO("max |cpu - cuda| = " << diff << " of max |logit| " << top);
+  CHECK(diff <= 4e-2f * top);
+  CHECK(std::memcmp(last_logits(*m, prompt, 7).data(), b.data(), b.size() * 4) == 0);
+  std::vector<std::vector<std::int32_t>> prompts;
+  for (int r = 0; r < 8; ++r)
+    prompts.push_back(
+        m->text().encode("Row " + std::to_string(r) + std::string(r * 3, '!') + " counts to ten:"));
+  check_batch_is_solo(*m, prompts);
 }

@@ -7,6 +7,7 @@
 // solo logits bit for bit; a copied page and state slot continue as the originals; MoE picks
 // equal the CPU backend's; the runtime's and the launchers' errors reach the caller naming them.
 #include <tests/common/last_logits.hpp>
+#include <tests/cuda_host/emulated_engine.hpp>
 #include <tests/cuda_host/fake_cuda_runtime.hpp>
 #include <tests/cuda_host/host_launchers.hpp>
 
@@ -33,6 +34,8 @@ namespace fs = std::filesystem;
 using tf::backend::cpu;
 using tf::backend::cuda;
 using tf::test::last_logits;
+
+using namespace tf::test::emulated;
 
 namespace {
 
@@ -83,69 +86,12 @@ expectation expected(fs::path const& path) {
           c.at("greedy").get<std::vector<std::int32_t>>()};
 }
 
-tf::sample::sampling_params greedy() {
-  tf::sample::sampling_params p;
-  p.temperature = 0.0f;
-  p.logprobs = false;
-  return p;
-}
-
-std::vector<std::int32_t> generate(tf::loaded_model& m, std::vector<std::int32_t> const& prompt,
-                                   std::size_t n) {
-  return m.generate(std::span<std::int32_t const>(prompt), greedy(), static_cast<int>(n), {}, false)
-      .tokens;
-}
-
-// max |a - b| (a NaN counts as infinite) and max |a|.
-struct distance {
-  float diff = 0.0f, top = 0.0f;
-};
-distance compare(std::vector<float> const& a, std::vector<float> const& b) {
-  distance d;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    float const e = std::fabs(a[i] - b[i]);
-    d.diff = std::max(d.diff, std::isnan(e) ? std::numeric_limits<float>::infinity() : e);
-    d.top = std::max(d.top, std::fabs(a[i]));
-  }
-  return d;
-}
-
-bool same_bits(std::span<float const> a, std::span<float const> b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
-}
-
 tf::open_options options(tf::kv_dtype kv) {
   tf::open_options o;
   o.kv = kv;
   o.context = 128;
   o.page_tokens = 16;  // prompts and continuations cross pages
   return o;
-}
-
-// fn(engine) for an engine<F, B> of the file's family over `kv`.
-template <class B, class Fn>
-void with_engine(fs::path const& path, tf::kv_shape kv, Fn&& fn) {
-  auto file = tf::model::model_file::open(path, tf::model::load_mode::map);
-  tf::with_family<tf::families::builtin, B>(file, [&](auto t) {
-    tf::engine<typename decltype(t)::type, B> e(file, kv);
-    fn(e);
-  });
-}
-
-// Logits [logits_rows(rows), vocab] of one forward.
-template <class Engine>
-std::vector<float> run(Engine& e, std::span<tf::batch_row const> rows) {
-  std::vector<float> out(static_cast<std::size_t>(tf::logits_rows(rows) * e.vocab_size()));
-  e.forward(rows, out.data());
-  return out;
-}
-
-// A deterministic token sequence of `n` ids below `vocab`, different per `seed`.
-std::vector<std::int32_t> tokens(int seed, int n, std::int64_t vocab) {
-  std::vector<std::int32_t> t;
-  for (int i = 0; i < n; ++i)
-    t.push_back(static_cast<std::int32_t>((17 + 31 * seed + 7 * i * i + 3 * i) % vocab));
-  return t;
 }
 
 }  // namespace
@@ -246,7 +192,7 @@ TEST_CASE("on the emulated CUDA backend, 8 rows batched give each row's solo log
       std::vector<std::vector<std::int32_t>> pages(R), first(R), second(R);
       std::vector<std::int32_t> restart_at(R);
       std::int64_t vocab = 0;
-      with_engine<cuda>(fixture(rel), kv, [&](auto& e) { vocab = e.vocab_size(); });
+      with_engine<cuda>(fixture(rel), kv, {}, [&](auto& e) { vocab = e.vocab_size(); });
       for (int r = 0; r < R; ++r) {
         auto const i = static_cast<std::size_t>(r);
         for (int p = 0; p < 6; ++p) pages[i].push_back(r + R * p);
@@ -267,11 +213,11 @@ TEST_CASE("on the emulated CUDA backend, 8 rows batched give each row's solo log
         return rows;
       };
       std::vector<std::vector<float>> solo[2], batched[2];
-      with_engine<cuda>(fixture(rel), kv, [&](auto& e) {
+      with_engine<cuda>(fixture(rel), kv, {}, [&](auto& e) {
         for (int phase = 0; phase < 2; ++phase)
           for (auto const& row : step_rows(phase)) solo[phase].push_back(run(e, {&row, 1}));
       });
-      with_engine<cuda>(fixture(rel), kv, [&](auto& e) {
+      with_engine<cuda>(fixture(rel), kv, {}, [&](auto& e) {
         for (int phase = 0; phase < 2; ++phase) {
           auto const rows = step_rows(phase);
           auto const all = run(e, rows);
@@ -299,7 +245,7 @@ TEST_CASE("on the emulated CUDA backend, a copied page and state slot continue a
                           "qwen/tiny35_moe/tiny-q8_0.gguf", "nemotron/tiny_h/tiny-f32.gguf"}) {
     for (auto const dtype : {tf::kv_dtype::f32, tf::kv_dtype::f16}) {
       INFO(rel << (dtype == tf::kv_dtype::f16 ? ", f16 KV" : ", f32 KV"));
-      with_engine<cuda>(fixture(rel), {16, 8, dtype, 4}, [&](auto& e) {
+      with_engine<cuda>(fixture(rel), {16, 8, dtype, 4}, {}, [&](auto& e) {
         constexpr bool hybrid = std::remove_reference_t<decltype(e)>::has_state;
         auto const prefix = tokens(1, 12, e.vocab_size());
         auto const more = tokens(2, 5, e.vocab_size());
@@ -345,7 +291,7 @@ TEST_CASE("on the emulated CUDA backend, MoE layers pick the CPU backend's exper
     tf::kv_shape const kv{8, 16, tf::kv_dtype::f32, 1};
     auto const routes_of = [&]<class B>() {
       std::vector<std::vector<std::int32_t>> routes;
-      with_engine<B>(fixture(rel), kv, [&](auto& e) {
+      with_engine<B>(fixture(rel), kv, {}, [&](auto& e) {
         e.backend().record_routes(true);
         auto const pages = tf::test::pages_in_order(kv.num_pages);
         tf::batch_row const prompt{want.prompt, 0, pages, false, 0};

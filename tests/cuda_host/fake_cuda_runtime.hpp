@@ -51,6 +51,12 @@ inline bool on_device(void const* p, std::size_t bytes) {
   return at >= it->first && at - it->first <= it->second && bytes <= it->second - (at - it->first);
 }
 
+/// Bytes copied from the device to the host so far (what a test reads to see what crossed back).
+inline std::size_t& to_host_bytes() {
+  static std::size_t n = 0;
+  return n;
+}
+
 /// The error a sticky failure leaves for cudaGetLastError.
 inline cudaError_t& pending() {
   static cudaError_t e = cudaSuccess;
@@ -185,6 +191,7 @@ cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count,
                                  enum cudaMemcpyKind kind) {
   if (count == 0) return cudaSuccess;
   if (!fake_cuda::direction_ok(dst, src, count, kind)) return cudaErrorInvalidValue;
+  if (kind == cudaMemcpyDeviceToHost) fake_cuda::to_host_bytes() += count;
   std::memmove(dst, src, count);
   return cudaSuccess;
 }

@@ -5,7 +5,8 @@
 /// stream is ignored: the host runs in program order). Each launcher throws where its kernel's
 /// launcher throws, and also where a pointer it reads or writes leaves the fake device's
 /// allocations (fake_cuda_runtime.hpp), which a GPU would only show as garbage or a fault.
-/// Include this file (it brings fake_cuda_runtime.hpp) in exactly one translation unit.
+/// Include this file (it brings fake_cuda_runtime.hpp, fake_cublaslt.hpp and host_convert.hpp)
+/// in exactly one translation unit.
 #include <kernels/cpu/quant_blocks.hpp>
 #include <kernels/cuda/attention_math.hpp>
 #include <kernels/cuda/elementwise_math.hpp>
@@ -13,7 +14,9 @@
 #include <kernels/cuda/norm_math.hpp>
 #include <kernels/cuda/quant.hpp>
 #include <kernels/cuda/recurrent_math.hpp>
+#include <tests/cuda_host/fake_cublaslt.hpp>
 #include <tests/cuda_host/fake_cuda_runtime.hpp>
+#include <tests/cuda_host/host_sample_launchers.hpp>
 
 #include <algorithm>
 #include <climits>
@@ -491,3 +494,5 @@ void scatter_rows(float const* y, std::int64_t const* idx, std::int64_t n, std::
 }
 
 }  // namespace tf::kernels::cuda
+
+#include <tests/cuda_host/host_convert.hpp>  // after the launchers: it uses their checks

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -248,4 +249,50 @@ TEST_CASE("logit_bias: an id outside the vocabulary or a non-finite bias is an e
   CHECK_THROWS_AS(sampler(p), tf::error);
   p.logit_bias = {{0, std::numeric_limits<float>::infinity()}};
   CHECK_THROWS_AS(sampler(p), tf::error);
+}
+
+namespace {
+
+// The token a draw picks from `weights` walked in `order` with the uniform u: the first whose
+// running sum passes u times the total (kernels/cuda/sample_math.hpp's draw).
+int walk(std::vector<double> const& weights, std::vector<int> const& order, double u) {
+  double total = 0.0;
+  for (int i : order) total += weights[static_cast<std::size_t>(i)];
+  double c = 0.0;
+  for (int i : order) {
+    c += weights[static_cast<std::size_t>(i)];
+    if (u * total < c) return i;
+  }
+  return order.back();
+}
+
+}  // namespace
+
+TEST_CASE("a draw walks a specified order: index order without a cut, ranked with one") {
+  std::vector<float> const l{std::log(0.1f), std::log(0.4f), std::log(0.2f), std::log(0.3f)};
+  float const mx = *std::max_element(l.begin(), l.end());
+  std::vector<double> w;
+  for (float v : l) w.push_back(std::exp(static_cast<double>(v) - mx));
+  // The same seed's uniforms, one per draw, predict each token.
+  tf::sample::rng stream(5);
+  sampler plain({.temperature = 1.0f, .seed = 5});
+  sampler top3({.temperature = 1.0f, .top_k = 3, .seed = 5});
+  tf::sample::rng stream3(5);
+  std::set<int> seen;
+  for (int i = 0; i < 300; ++i) {
+    int const token = plain.sample(l).token;
+    CHECK(token == walk(w, {0, 1, 2, 3}, stream.uniform()));
+    CHECK(top3.sample(l).token == walk(w, {1, 3, 2}, stream3.uniform()));
+    seen.insert(token);
+  }
+  CHECK(seen.size() == 4);
+}
+
+TEST_CASE("top_k above the first sorted 64 keeps all k candidates") {
+  // 200 equal logits: the ranking is by index, so top_k 100 draws from tokens 0..99.
+  std::vector<float> const l(200, 0.0f);
+  auto h = histogram({.temperature = 1.0f, .top_k = 100, .seed = 3}, l, 4000);
+  CHECK(h.begin()->first == 0);
+  CHECK(h.rbegin()->first == 99);
+  CHECK(h.size() == 100);
 }

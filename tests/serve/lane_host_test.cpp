@@ -241,3 +241,58 @@ TEST_CASE("sha256 matches the FIPS 180-4 examples") {
   std::vector<std::int32_t> t{1, 2, 3};
   CHECK(token_sha(t) == sha256_hex(std::string("\x01\0\0\0\x02\0\0\0\x03\0\0\0", 12)));
 }
+
+namespace {
+
+// The toy model with forward_sample (serve::sampling_model): what an engine offers, so the lane
+// host samples through it; here it runs forward and sampler::sample, counting its calls.
+class sampling_toy : public toy_model {
+ public:
+  using toy_model::toy_model;
+  std::uint64_t sample_calls = 0;
+  void forward_sample(std::span<tf::batch_row const> rows,
+                      std::span<tf::sample::sampler* const> samplers,
+                      std::span<std::span<std::int32_t const> const> histories,
+                      std::span<tf::sample::sample_result> out) {
+    ++sample_calls;
+    std::vector<float> logits(samplers.size() * vocab_size());
+    forward(rows, logits.data());
+    for (std::size_t i = 0; i < samplers.size(); ++i)
+      out[i] = samplers[i]->sample(
+          std::span<float const>(logits).subspan(i * vocab_size(), vocab_size()), histories[i]);
+  }
+};
+static_assert(sampling_model<sampling_toy>);
+static_assert(!sampling_model<toy_model>);
+
+template <class Model>
+std::vector<reply> sampled_replies(Model& model) {
+  lane_host<Model, toy_family> host(model, {4, 512, 64, 64});
+  std::vector<std::shared_ptr<request_stream>> streams;
+  std::uint64_t seed = 1;
+  for (auto const& p : prompts()) {
+    auto req = make_request(p, 24);
+    req.sampling = {
+        .temperature = 0.9f, .top_p = 0.95f, .repetition_penalty = 1.2f, .seed = seed++};
+    streams.push_back(host.submit(std::move(req)).stream);
+  }
+  std::vector<reply> out;
+  for (auto& s : streams) out.push_back(drain(s));
+  CHECK(host.shutdown(0ms).balanced());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a model with forward_sample samples through it, with the same replies") {
+  toy_model plain(64, 16);
+  sampling_toy sampling(64, 16);
+  auto const want = sampled_replies(plain);
+  auto const got = sampled_replies(sampling);
+  CHECK(sampling.sample_calls > 0);
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    CHECK(token_sha(got[i].tokens) == token_sha(want[i].tokens));
+    CHECK(got[i].reason == want[i].reason);
+  }
+}

@@ -3,12 +3,15 @@
 /// in order on the device's default stream. Each output element is summed in one fixed order
 /// (docs/kernel-contract.md), so a row's results do not depend on the batch. The kernels are
 /// defined in kernels/cuda/launch.cuh, which one nvcc-compiled translation unit of the binary
-/// includes (CMake's tf::cuda_kernels target); this header needs only the CUDA runtime's C API.
+/// includes (CMake's tf::cuda_kernels target); this header needs only the CUDA runtime's C API
+/// and cuBLASLt's (cuda_options::matmul).
 #include <kernels/cuda/launch.hpp>
 #include <tf/backend/backend.hpp>
 #include <tf/backend/cpu.hpp>
+#include <tf/backend/cuda/blaslt.hpp>
 #include <tf/backend/cuda/device.hpp>
 #include <tf/backend/cuda/kv_store.hpp>
+#include <tf/backend/cuda/sampling.hpp>
 #include <tf/backend/cuda/state_store.hpp>
 #include <tf/backend/cuda/step.hpp>
 #include <tf/backend/store_checks.hpp>
@@ -21,6 +24,7 @@
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -31,7 +35,8 @@ namespace tf::backend {
 
 /// The CUDA backend's settings.
 struct cuda_options {
-  int device = 0;  // the CUDA device index
+  int device = 0;                         // the CUDA device index
+  cuda_matmul matmul = cuda_matmul::own;  // tf's kernel, or cuBLASLt for every weight
 };
 
 namespace cuda_parts {
@@ -43,6 +48,7 @@ struct matrix {
   std::int64_t cols = 0;
   std::uint64_t row_bytes = 0;
   device_array<std::byte> bytes;
+  std::shared_ptr<blaslt_plan> plan;  // set where cuBLASLt runs this weight
 
   bool empty() const { return rows == 0; }
   kernels::cuda::weight view() const {
@@ -92,9 +98,19 @@ class cuda {
   using expert = cuda_parts::expert;
   using buffer = cuda_parts::buffer;
 
-  explicit cuda(options o = {}) : device_(cuda_parts::query_device(o.device)) {}
+  explicit cuda(options o = {}) : device_(cuda_parts::query_device(o.device)) {
+    if (o.matmul == cuda_matmul::cublaslt) blaslt_ = std::make_shared<cuda_parts::blaslt>();
+  }
 
   cuda_parts::device_info const& device() const { return device_; }
+  /// The cuBLASLt context where options::matmul is cublaslt, else null.
+  cuda_parts::blaslt const* blaslt() const { return blaslt_.get(); }
+
+  /// Device bytes the backend allocates at start beside the weights (the memory budget counts
+  /// them with the weights): cuBLASLt's workspace and dequantization tile, or none.
+  static std::uint64_t scratch_bytes(options const& o) {
+    return cuda_parts::blaslt_scratch_bytes(o.matmul);
+  }
 
   /// The start-up line's prefix: "CUDA sm_90 device 0 (NVIDIA H200)".
   static std::string label(cuda_parts::device_info const& d) {
@@ -102,15 +118,16 @@ class cuda {
   }
 
   /// The SUMMARY line: the device and the kernels every forward uses.
-  static std::string summary(cuda_parts::device_info const& d) {
+  static std::string summary(cuda_parts::device_info const& d,
+                             cuda_matmul matmul = cuda_matmul::own) {
     return fmt::format(
-        "tf: cuda SUMMARY: {}; matmul: one warp per output, 32-element dequantized chunks in a "
-        "fixed lane order (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K..Q8_K); attend: one block "
+        "tf: cuda SUMMARY: {}; {}; attend: one block "
         "per token and head, online softmax over key tiles of the paged KV; rmsnorm, residual, "
         "gated_rmsnorm: one block per row, fixed tree; rope from host angles; glu, conv1d, "
         "ssm_scan, gated_delta; MoE routed on the host, experts on the device; sampling on the "
-        "host (docs/kernel-contract.md)",
-        label(d));
+        "device (greedy, top-k/top-p/min-p, penalties, bias; one block per row, CUB radix sort "
+        "for cuts), grammar-constrained rows on the host (docs/kernel-contract.md)",
+        label(d), cuda_parts::matmul_summary(matmul));
   }
 
   // Binding: host weights are copied to the device once.
@@ -119,9 +136,10 @@ class cuda {
       throw error("tf: the CUDA backend cannot read {} weights", model::traits_of(m.type).name);
     if (m.layout != kernels::cpu::weight_layout::rows)
       throw error("tf: the CUDA backend reads weights in the file's row order");
-    matrix d{m.type, m.rows, m.cols, m.row_bytes, {}};
+    matrix d{m.type, m.rows, m.cols, m.row_bytes, {}, {}};
     d.bytes.upload(m.data,
                    static_cast<std::size_t>(m.row_bytes * static_cast<std::uint64_t>(m.rows)));
+    if (blaslt_) d.plan = blaslt_->plan(d.view());
     return d;
   }
   vector upload(std::vector<float> v) const {
@@ -174,7 +192,10 @@ class cuda {
     if (x.cols != w.cols)
       throw error("tf: a matmul of {} x {} weights over rows of {}", w.rows, w.cols, x.cols);
     shape(y, x.rows, w.rows);
-    kernels::cuda::matmul(w.view(), x.data(), y.data(), x.rows, stream_);
+    if (w.plan)
+      blaslt_->run(*w.plan, w.view(), x.data(), y.data(), x.rows, stream_);
+    else
+      kernels::cuda::matmul(w.view(), x.data(), y.data(), x.rows, stream_);
   }
 
   void matmul_group(std::initializer_list<std::pair<matrix const&, buffer&>> ws, buffer const& x) {
@@ -365,8 +386,8 @@ class cuda {
     kernels::cuda::add_scaled(out.data(), moe_.sh.data(), gate, n, hidden, stream_);
   }
 
-  /// Logits [logit tokens, vocab] into host memory: the final RMSNorm of the tokens that want
-  /// them, the head, then the softcap.
+  /// Logits [logit tokens, vocab] into host memory (a null `logits` leaves them on the device for
+  /// sample_rows): the final RMSNorm of the tokens that want them, the head, then the softcap.
   void logits(step const& s, buffer const& x, vector const& norm, matrix const& head, float eps,
               float softcap, float* logits) {
     auto const m = static_cast<std::int64_t>(s.logit_tokens().size());
@@ -377,10 +398,20 @@ class cuda {
                            x.cols, eps, stream_);
     matmul(head, head_in_, head_out_);
     if (softcap > 0.0f) kernels::cuda::softcap(head_out_.data(), m * head.rows, softcap, stream_);
+    if (!logits) return;
     cuda_parts::check(
         cudaMemcpy(logits, head_out_.data(),
                    static_cast<std::size_t>(m * head.rows) * sizeof(float), cudaMemcpyDeviceToHost),
         "logits copy to the host");
+  }
+
+  /// Samples each logit row the last logits() left on the device (rows[i] for row i, their
+  /// adjustments indexing `adjust`): only the tokens and logprobs come back (the capability
+  /// tf::backend::device_sampling detects).
+  void sample_rows(std::span<kernels::cuda::sample_math::row_params const> rows,
+                   std::span<kernels::cuda::sample_math::logit_adjust const> adjust,
+                   std::span<kernels::cuda::sample_math::row_result> out) {
+    sampler_.run(head_out_.data(), head_out_.rows, head_out_.cols, rows, adjust, out, stream_);
   }
 
   void record_routes(bool on) { record_routes_ = on; }
@@ -441,9 +472,11 @@ class cuda {
   }
 
   cuda_parts::device_info device_;
-  kernels::cuda::stream_t stream_ = nullptr;  // the legacy default stream: in order with copies
+  std::shared_ptr<cuda_parts::blaslt> blaslt_;  // null for cuda_matmul::own
+  kernels::cuda::stream_t stream_ = nullptr;    // the legacy default stream: in order with copies
   step step_;
   buffer head_in_, head_out_;
+  cuda_parts::device_sampler sampler_;
   moe_scratch moe_;
   bool record_routes_ = false;
   std::vector<std::vector<std::int32_t>> routes_;

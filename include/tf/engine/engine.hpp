@@ -3,15 +3,19 @@
 /// and buffers), the bound weights, the KV store and, for a family with recurrent layers, the
 /// recurrent-state store (one slot per stream), and runs one batch of rows per forward().
 #include <tf/backend/backend.hpp>
+#include <tf/backend/device_sampling.hpp>
 #include <tf/batch.hpp>
 #include <tf/error.hpp>
 #include <tf/family.hpp>
 #include <tf/model/model_file.hpp>
+#include <tf/sample/sampler.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace tf {
 
@@ -96,6 +100,40 @@ class engine {
       model_.forward(be_, kv_, step, logits);
   }
 
+  /// Runs every row and samples each logit row i with samplers[i] over histories[i] (one per
+  /// logits_rows(rows)) into out[i]. On a backend that samples on the device, when every sampler
+  /// is device-eligible, only tokens and logprobs leave the device; otherwise (a grammar, many top
+  /// logprobs, the CPU backend) the logits come to the host for sampler::sample. Either way each
+  /// request's stream draws once per token, and the tokens are the same (docs/kernel-contract.md).
+  void forward_sample(std::span<batch_row const> rows, std::span<sample::sampler* const> samplers,
+                      std::span<std::span<std::int32_t const> const> histories,
+                      std::span<sample::sample_result> out) {
+    auto const n = static_cast<std::size_t>(logits_rows(rows));
+    if (samplers.size() != n || histories.size() != n || out.size() != n)
+      throw error("tf: forward_sample of {} logit rows got {} samplers, {} histories, {} results",
+                  n, samplers.size(), histories.size(), out.size());
+    auto const vocab = static_cast<std::size_t>(vocab_size());
+    if constexpr (backend::device_sampling<Backend>) {
+      if (std::all_of(samplers.begin(), samplers.end(),
+                      [](sample::sampler const* s) { return s->device_eligible(); })) {
+        forward(rows, nullptr);
+        sample_rows_.clear();
+        sample_adjust_.clear();
+        for (std::size_t i = 0; i < n; ++i)
+          sample_rows_.push_back(samplers[i]->device_row(vocab, histories[i], sample_adjust_));
+        sample_out_.resize(n);
+        be_.sample_rows(sample_rows_, sample_adjust_, sample_out_);
+        for (std::size_t i = 0; i < n; ++i) out[i] = result_of(sample_out_[i]);
+        return;
+      }
+    }
+    host_logits_.resize(n * vocab);
+    forward(rows, host_logits_.data());
+    for (std::size_t i = 0; i < n; ++i)
+      out[i] = samplers[i]->sample(std::span<float const>(host_logits_).subspan(i * vocab, vocab),
+                                   histories[i]);
+  }
+
   /// New, empty stores of `kv` (every stream in the old ones is gone).
   void reshape_kv(kv_shape kv) {
     kv_ = make_kv(kv);
@@ -134,6 +172,15 @@ class engine {
     return be_.make_kv_store(kv, kv_layout(model_.bound().hp));
   }
 
+  static sample::sample_result result_of(kernels::cuda::sample_math::row_result const& r) {
+    sample::sample_result out;
+    out.token = r.token;
+    out.logprob = r.logprob;
+    for (std::int32_t k = 0; k < r.top_count; ++k)
+      out.top.push_back({r.top_token[k], r.top_logprob[k]});
+    return out;
+  }
+
   typename Backend::state_store make_states(kv_shape kv) {
     if constexpr (has_state) {
       if (kv.num_state_slots <= 0)
@@ -149,6 +196,11 @@ class engine {
   model_type model_;
   typename Backend::kv_store kv_;
   typename Backend::state_store states_;
+  // forward_sample's buffers, kept between forwards.
+  std::vector<float> host_logits_;
+  std::vector<kernels::cuda::sample_math::row_params> sample_rows_;
+  std::vector<kernels::cuda::sample_math::logit_adjust> sample_adjust_;
+  std::vector<kernels::cuda::sample_math::row_result> sample_out_;
 };
 
 }  // namespace tf

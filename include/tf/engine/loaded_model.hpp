@@ -44,6 +44,19 @@ class loaded_model {
   virtual kv_shape kv() const = 0;
   /// Runs `rows` over this model's KV store (see tf::engine::forward).
   virtual void forward(std::span<batch_row const> rows, float* logits) = 0;
+  /// Runs `rows` and samples each logit row (see tf::engine::forward_sample): on the device where
+  /// the backend can; this default copies the logits to the host for sampler::sample.
+  virtual void forward_sample(std::span<batch_row const> rows,
+                              std::span<sample::sampler* const> samplers,
+                              std::span<std::span<std::int32_t const> const> histories,
+                              std::span<sample::sample_result> out) {
+    auto const vocab = static_cast<std::size_t>(vocab_size());
+    std::vector<float> logits(samplers.size() * vocab);
+    forward(rows, logits.data());
+    for (std::size_t i = 0; i < samplers.size() && i < out.size(); ++i)
+      out[i] = samplers[i]->sample(std::span<float const>(logits).subspan(i * vocab, vocab),
+                                   histories[i]);
+  }
   /// The context length the model was trained for (its file says so).
   virtual std::int64_t trained_context() const = 0;
   /// Gives generate() a window of `tokens` (a new KV store; a longer window costs memory).
@@ -73,17 +86,20 @@ class loaded_model {
     std::vector<std::int32_t> pages(static_cast<std::size_t>(kv.num_pages));
     for (std::size_t i = 0; i < pages.size(); ++i) pages[i] = static_cast<std::int32_t>(i);
     std::vector<std::int32_t> history(prompt.begin(), prompt.end());
-    std::vector<float> logits(static_cast<std::size_t>(vocab_size()));
     std::int32_t const slot = kv.num_state_slots > 0 ? 0 : -1;
+    sample::sampler* const samplers[1] = {&sampler};
+    sample::sample_result next;
+    // Each forward samples its row at once: the history is what it holds at that token.
     auto feed = [&](std::span<std::int32_t const> tokens, std::int32_t pos) {
       batch_row row{tokens, pos, pages, false, slot};
-      forward({&row, 1}, logits.data());
+      std::span<std::int32_t const> const h = history;
+      forward_sample({&row, 1}, samplers, {&h, 1}, {&next, 1});
     };
     feed(prompt, 0);
     generation out;
     auto const stops = codec_ && stop_at_end ? codec_->stop_tokens() : std::vector<std::int32_t>{};
     for (int i = 0; i < max_tokens; ++i) {
-      auto r = sampler.sample(logits, history);
+      auto r = std::move(next);
       if (std::find(stops.begin(), stops.end(), r.token) != stops.end()) {
         out.reason = stop_reason::end_of_generation;
         return out;

@@ -3,6 +3,7 @@
 /// loaded_model, on the CPU backend unless told otherwise.
 #include <families/registry.hpp>
 #include <tf/backend/cpu.hpp>
+#include <tf/backend/cuda_matmul.hpp>
 #include <tf/engine/engine.hpp>
 #include <tf/engine/loaded_model.hpp>
 #include <tf/engine/stream.hpp>
@@ -21,21 +22,23 @@ namespace tf {
 
 /// How to open a model.
 struct open_options {
-  int threads = 1;                                 // the CPU backend's threads
-  int device = 0;                                  // a GPU backend's device index
+  int threads = 1;                                               // the CPU backend's threads
+  int device = 0;                                                // a GPU backend's device index
+  backend::cuda_matmul cuda_matmul = backend::cuda_matmul::own;  // the CUDA backend's matmuls
   model::load_mode load = model::load_mode::read;  // read: a copy in memory; map: mmap
   kv_dtype kv = kv_dtype::f16;
   std::int32_t context = 0;  // generate()'s window; 0: the trained context, at most 4096
   std::int32_t page_tokens = 256;
 };
 
-/// B's options from `o`: the threads of a backend that takes threads, the device of one that
-/// takes a device.
+/// B's options from `o`: the threads of a backend that takes threads, the device (and matmul
+/// path) of one that takes a device.
 template <class B>
 typename B::options backend_options(open_options const& o) {
   typename B::options b{};
   if constexpr (requires { b.threads; }) b.threads = o.threads;
   if constexpr (requires { b.device; }) b.device = o.device;
+  if constexpr (requires { b.matmul; }) b.matmul = o.cuda_matmul;
   return b;
 }
 
@@ -59,6 +62,11 @@ class loaded_engine final : public loaded_model {
   kv_shape kv() const override { return engine_.kv(); }
   void forward(std::span<batch_row const> rows, float* logits) override {
     engine_.forward(rows, logits);
+  }
+  void forward_sample(std::span<batch_row const> rows, std::span<sample::sampler* const> samplers,
+                      std::span<std::span<std::int32_t const> const> histories,
+                      std::span<sample::sample_result> out) override {
+    engine_.forward_sample(rows, samplers, histories, out);
   }
   std::int64_t trained_context() const override { return engine_type::context_length(file_); }
   void set_context(std::int32_t tokens) override {

@@ -3,6 +3,7 @@
 /// penalties and a per-request logit bias, with a per-request seeded PRNG; returns the token, its
 /// logprob and top logprobs; a request's grammar (response_format) masks its own row.
 #include <kernels/cpu/vec_math.hpp>
+#include <kernels/cuda/sample_math.hpp>
 #include <tf/error.hpp>
 #include <tf/grammar/token_mask.hpp>
 #include <tf/sample/rng.hpp>
@@ -94,6 +95,29 @@ class sampler {
 
   sampling_params const& params() const { return params_; }
 
+  /// A device can sample this request (kernels/cuda/sample_math.hpp): no grammar, and no more
+  /// top logprobs than the device reports.
+  bool device_eligible() const {
+    return !grammar_ && params_.top_logprobs <= kernels::cuda::sample_math::max_top_logprobs;
+  }
+
+  /// The next token's row as a device samples it, in place of sample(): the params, this row's
+  /// adjustments (appended to `adjust`, the row's range recorded) and the draw's uniform, taken
+  /// from this request's stream exactly where sample() takes it, so both backends see one stream.
+  kernels::cuda::sample_math::row_params device_row(
+      std::size_t vocab, std::span<std::int32_t const> history,
+      std::vector<kernels::cuda::sample_math::logit_adjust>& adjust) {
+    if (!device_eligible()) throw error("tf: this request's sampling runs on the host");
+    auto p = device_params();
+    p.adjust_begin = static_cast<std::int32_t>(adjust.size());
+    adjustments(history, vocab, adjust);
+    p.adjust_count = static_cast<std::int32_t>(adjust.size()) - p.adjust_begin;
+    p.penalty_count = static_cast<std::int32_t>(std::count_if(
+        adjust.begin() + p.adjust_begin, adjust.end(), [](auto const& a) { return a.count > 0; }));
+    if (params_.temperature != 0.0f) p.uniform = rng_.uniform();
+    return p;
+  }
+
   /// Picks the next token from `logits` [vocab]; `history` holds the tokens the penalties count.
   /// The order is: penalties, logit bias, grammar mask, temperature, top-k, top-p, min-p, then one
   /// draw.
@@ -115,8 +139,13 @@ class sampler {
       out.token = argmax(logits, mx);
     } else {
       work_.assign(logits.begin(), logits.end());
-      apply_penalties(history, n);
-      apply_bias(n);
+      adjust_.clear();
+      adjustments(history, n, adjust_);
+      auto const p = device_params();
+      for (auto const& a : adjust_) {
+        float& v = work_[static_cast<std::size_t>(a.token)];
+        v = kernels::cuda::sample_math::adjust(v, a, p);
+      }
       if (grammar_) grammar_->mask(work_);
       out.token = params_.temperature == 0.0f ? argmax(work_) : draw();
     }
@@ -162,26 +191,41 @@ class sampler {
             params_.frequency_penalty != 0.0f);
   }
 
-  void apply_penalties(std::span<std::int32_t const> history, std::size_t n) {
-    if (!penalised(history)) return;
-    counts_.clear();
-    for (auto t : history) {
-      if (t < 0 || static_cast<std::size_t>(t) >= n)
-        throw error("tf: penalty history holds token {}, outside the vocabulary of {}", t, n);
-      ++counts_[t];
-    }
-    for (auto [t, c] : counts_) {
-      float& v = work_[static_cast<std::size_t>(t)];
-      v = v > 0.0f ? v / params_.repetition_penalty : v * params_.repetition_penalty;
-      v -= params_.presence_penalty + params_.frequency_penalty * static_cast<float>(c);
-    }
+  // The sampler's params as a device row (no adjustments, no uniform yet).
+  kernels::cuda::sample_math::row_params device_params() const {
+    kernels::cuda::sample_math::row_params p;
+    p.temperature = params_.temperature;
+    p.top_k = params_.top_k;
+    p.top_p = params_.top_p;
+    p.min_p = params_.min_p;
+    p.repetition_penalty = params_.repetition_penalty;
+    p.presence_penalty = params_.presence_penalty;
+    p.frequency_penalty = params_.frequency_penalty;
+    p.top_logprobs = params_.top_logprobs;
+    p.logprob = params_.logprobs ? 1 : 0;
+    return p;
   }
 
-  void apply_bias(std::size_t n) {
+  // Appends the changes to a row of n logits, in the order they apply: a penalty per token seen
+  // in the history (by token id), then each logit bias as the request lists it.
+  void adjustments(std::span<std::int32_t const> history, std::size_t n,
+                   std::vector<kernels::cuda::sample_math::logit_adjust>& out) {
+    if (penalised(history)) {
+      counts_.clear();
+      for (auto t : history) {
+        if (t < 0 || static_cast<std::size_t>(t) >= n)
+          throw error("tf: penalty history holds token {}, outside the vocabulary of {}", t, n);
+        ++counts_[t];
+      }
+      auto const first = out.size();
+      for (auto [t, c] : counts_) out.push_back({t, c, 0.0f});
+      std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
+                [](auto const& a, auto const& b) { return a.token < b.token; });
+    }
     for (auto const& b : params_.logit_bias) {
       if (static_cast<std::size_t>(b.token) >= n)
         throw error("tf: logit_bias names token {}, outside the vocabulary of {}", b.token, n);
-      work_[static_cast<std::size_t>(b.token)] += b.bias;
+      out.push_back({b.token, 0, b.bias});
     }
   }
 
@@ -200,28 +244,45 @@ class sampler {
     return i < v.size() ? static_cast<std::int32_t>(i) : 0;
   }
 
+  // One draw in the order kernels/cuda/sample_math.hpp specifies: without a cut the whole
+  // vocabulary in index order; with one the tokens ranked (w desc, index asc), cut by top-k, top-p
+  // and min-p.
   std::int32_t draw() {
+    namespace sm = kernels::cuda::sample_math;
     auto const n = work_.size();
-    double const inv_t = 1.0 / static_cast<double>(params_.temperature);
     float mx = -std::numeric_limits<float>::infinity();
-    for (float v : work_) mx = std::max(mx, v);
+    for (float v : work_) mx = sm::max_skip_nan(mx, v);
     if (!std::isfinite(mx)) throw error("tf: every logit is -inf after the penalties");
+    double const inv_t = sm::inv_temperature(params_.temperature);
     probs_.resize(n);
-    double z = 0.0;
-    for (std::size_t i = 0; i < n; ++i) {
-      probs_[i] = std::exp((static_cast<double>(work_[i]) - mx) * inv_t);
-      z += probs_[i];
+    for (std::size_t i = 0; i < n; ++i) probs_[i] = sm::weight(work_[i], mx, inv_t);
+    auto const vocab = static_cast<std::int64_t>(n);
+    if (!sm::has_cut(params_.top_k, params_.top_p, params_.min_p, vocab)) {
+      double total = 0.0;
+      for (double e : probs_) total += e;
+      double const u = sm::draw_point(rng_.uniform(), total);
+      double c = 0.0;
+      for (std::size_t i = 0; i < n; ++i) {
+        c += probs_[i];
+        if (u < c) return static_cast<std::int32_t>(i);
+      }
+      return static_cast<std::int32_t>(n - 1);
     }
-    for (auto& p : probs_) p /= z;
-
+    double z = 0.0;
+    if (params_.top_p < 1.0f)
+      for (double e : probs_) z += e;
+    // Ranks as integers (the logit's order key, then the index), so the order is total.
     auto better = [&](std::int32_t a, std::int32_t b) {
-      return probs_[a] > probs_[b] || (probs_[a] == probs_[b] && a < b);
+      return sm::rank_key(work_[static_cast<std::size_t>(a)], a) >
+             sm::rank_key(work_[static_cast<std::size_t>(b)], b);
     };
     order_.resize(n);
     for (std::size_t i = 0; i < n; ++i) order_[i] = static_cast<std::int32_t>(i);
 
-    // Candidates best first: sort only as many as top-k / top-p can keep, growing if needed.
-    std::size_t keep = params_.top_k > 0 ? std::min<std::size_t>(params_.top_k, n) : n;
+    // Candidates best first: sort only as many as the cuts can keep, growing if needed.
+    auto const keep = static_cast<std::size_t>(sm::kept(params_.top_k, vocab));
+    double const mass = sm::top_p_mass(params_.top_p, z);
+    double const floor = sm::min_p_floor(params_.min_p);
     std::size_t sorted = std::min<std::size_t>(keep, 64);
     for (;;) {
       std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(sorted),
@@ -230,34 +291,29 @@ class sampler {
       if (params_.top_p < 1.0f) {
         double c = 0.0;
         for (std::size_t i = 0; i < sorted; ++i) c += probs_[order_[i]];
-        if (c >= params_.top_p) break;  // the nucleus ends inside the sorted prefix
-      } else if (params_.min_p <= 0.0f) {
-        break;  // no cut needs the order: draw over everything below
-      } else if (probs_[order_[sorted - 1]] < params_.min_p * probs_[order_[0]]) {
-        break;
+        if (c >= mass) break;  // the nucleus ends inside the sorted prefix
       }
+      if (params_.min_p > 0.0f && probs_[order_[sorted - 1]] < floor) break;
       sorted = std::min(keep, sorted * 4);
     }
-    bool const need_all = params_.top_k == 0 && params_.top_p >= 1.0f && params_.min_p <= 0.0f;
-    std::size_t m = need_all ? n : std::min(keep, sorted);
+    std::size_t m = sorted;
     if (params_.top_p < 1.0f) {
       double c = 0.0;
       std::size_t i = 0;
       for (; i < m; ++i) {
         c += probs_[order_[i]];
-        if (c >= params_.top_p) break;
+        if (c >= mass) break;
       }
       m = std::min(m, i + 1);
     }
     if (params_.min_p > 0.0f) {
-      double const floor = params_.min_p * probs_[order_[0]];
       std::size_t i = 1;
       while (i < m && probs_[order_[i]] >= floor) ++i;
       m = i;
     }
     double total = 0.0;
     for (std::size_t i = 0; i < m; ++i) total += probs_[order_[i]];
-    double const u = rng_.uniform() * total;
+    double const u = sm::draw_point(rng_.uniform(), total);
     double c = 0.0;
     for (std::size_t i = 0; i < m; ++i) {
       c += probs_[order_[i]];
@@ -274,6 +330,7 @@ class sampler {
   std::vector<double> probs_;
   std::vector<std::int32_t> order_;
   std::unordered_map<std::int32_t, int> counts_;
+  std::vector<kernels::cuda::sample_math::logit_adjust> adjust_;
 };
 
 }  // namespace tf::sample

@@ -4,6 +4,7 @@
 #include <tf/batch.hpp>
 #include <tf/kv/hybrid_pool.hpp>
 #include <tf/kv/paged_pool.hpp>
+#include <tf/sample/sampler.hpp>
 
 #include <concepts>
 #include <cstddef>
@@ -27,6 +28,17 @@ concept batched_model = requires(M& m, std::span<batch_row const> rows, float* l
   { m.num_pages() } -> std::convertible_to<std::size_t>;
   m.forward(rows, logits);
   m.copy_page(page, page);
+};
+
+/// A batched model that samples as it runs (tf::engine::forward_sample): row i's logits go to
+/// samplers[i] with histories[i], on the device where the backend can; the lane host uses it
+/// where a model has it, and forward() then sampler::sample otherwise.
+template <class M>
+concept sampling_model = batched_model<M> &&
+    requires(M& m, std::span<batch_row const> rows, std::span<sample::sampler* const> samplers,
+             std::span<std::span<std::int32_t const> const> histories,
+             std::span<sample::sample_result> out) {
+  m.forward_sample(rows, samplers, histories, out);
 };
 
 /// A batched model with recurrent-state slots (a ledgerPool family with slots). Its forward

@@ -416,12 +416,26 @@ class lane_host {
       if (has_state && !l.snapshotted && l.keep_at > l.pos) n = std::min(n, l.keep_at - l.pos);
       hold(l, n);
       auto const row = row_of(l, std::span<std::int32_t const>(l.req.prompt).subspan(l.pos, n));
-      logits.resize(vocab());
-      model_.forward(std::span<batch_row const>(&row, 1), logits.data());
+      bool const last = l.pos + n == l.req.prompt.size();
+      std::optional<sample::sample_result> first;
+      if constexpr (sampling_model<Model>) {
+        if (last) {
+          sample::sampler* s = &*l.sampler;
+          std::span<std::int32_t const> const h = l.history;
+          first.emplace();
+          model_.forward_sample(std::span<batch_row const>(&row, 1), {&s, 1}, {&h, 1},
+                                {&*first, 1});
+        }
+      }
+      if (!first) {
+        logits.resize(vocab());
+        model_.forward(std::span<batch_row const>(&row, 1), logits.data());
+        if (last) first = l.sampler->sample(logits, l.history);
+      }
       l.pos += n;
       if constexpr (has_state)
         if (l.pos == l.keep_at) take_snapshot(l);
-      if (l.pos == l.req.prompt.size()) emit(l, l.sampler->sample(logits, l.history));
+      if (first) emit(l, std::move(*first));
       return;
     }
   }
@@ -443,6 +457,23 @@ class lane_host {
       auto& l = *row_lanes[i];
       hold(l, 1);
       rows.push_back(row_of(l, std::span<std::int32_t const>(&tokens[i], 1)));
+    }
+    if constexpr (sampling_model<Model>) {
+      std::vector<sample::sampler*> samplers;
+      std::vector<std::span<std::int32_t const>> histories;
+      for (auto* l : row_lanes) {
+        samplers.push_back(&*l->sampler);
+        histories.push_back(l->history);
+      }
+      std::vector<sample::sample_result> results(row_lanes.size());
+      model_.forward_sample(std::span<batch_row const>(rows), samplers, histories, results);
+      for (std::size_t i = 0; i < row_lanes.size(); ++i) {
+        auto& l = *row_lanes[i];
+        l.pos += 1;
+        l.pending = -1;
+        emit(l, std::move(results[i]));
+      }
+      return;
     }
     logits.resize(rows.size() * vocab());
     model_.forward(std::span<batch_row const>(rows), logits.data());

@@ -1,0 +1,79 @@
+#pragma once
+// What the emulated-backend tests share: an engine of a file's family over a backend, one
+// forward's logits, greedy generation, deterministic token sequences, and comparisons of logits.
+#include <tf/batch.hpp>
+#include <tf/engine.hpp>
+#include <tf/model/model_file.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace tf::test::emulated {
+
+/// fn(engine) for an engine<F, B> of the file's family over `kv`, with backend options `o`.
+template <class B, class Fn>
+void with_engine(std::filesystem::path const& path, kv_shape kv, typename B::options o, Fn&& fn) {
+  auto file = model::model_file::open(path, model::load_mode::map);
+  with_family<families::builtin, B>(file, [&](auto t) {
+    engine<typename decltype(t)::type, B> e(file, kv, o);
+    fn(e);
+  });
+}
+
+/// Logits [logits_rows(rows), vocab] of one forward.
+template <class Engine>
+std::vector<float> run(Engine& e, std::span<batch_row const> rows) {
+  std::vector<float> out(static_cast<std::size_t>(logits_rows(rows) * e.vocab_size()));
+  e.forward(rows, out.data());
+  return out;
+}
+
+/// A deterministic token sequence of `n` ids below `vocab`, different per `seed`.
+inline std::vector<std::int32_t> tokens(int seed, int n, std::int64_t vocab) {
+  std::vector<std::int32_t> t;
+  for (int i = 0; i < n; ++i)
+    t.push_back(static_cast<std::int32_t>((17 + 31 * seed + 7 * i * i + 3 * i) % vocab));
+  return t;
+}
+
+/// Greedy sampling without logprobs.
+inline sample::sampling_params greedy() {
+  sample::sampling_params p;
+  p.temperature = 0.0f;
+  p.logprobs = false;
+  return p;
+}
+
+/// `n` greedy tokens after `prompt`.
+inline std::vector<std::int32_t> generate(loaded_model& m, std::vector<std::int32_t> const& prompt,
+                                          std::size_t n) {
+  return m.generate(std::span<std::int32_t const>(prompt), greedy(), static_cast<int>(n), {}, false)
+      .tokens;
+}
+
+/// max |a - b| (a NaN counts as infinite) and max |a|.
+struct distance {
+  float diff = 0.0f, top = 0.0f;
+};
+inline distance compare(std::vector<float> const& a, std::vector<float> const& b) {
+  distance d;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    float const e = std::fabs(a[i] - b[i]);
+    d.diff = std::max(d.diff, std::isnan(e) ? std::numeric_limits<float>::infinity() : e);
+    d.top = std::max(d.top, std::fabs(a[i]));
+  }
+  return d;
+}
+
+inline bool same_bits(std::span<float const> a, std::span<float const> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+}
+
+}  // namespace tf::test::emulated
