@@ -25,11 +25,13 @@ asan_modules=(core engine backend kv memory model serve jinja tokenizer grammar 
 mapfile -t asan_targets < <(cd tests && find "${asan_modules[@]}" -name '*_test.cpp' |
   sed -E 's#_test\.cpp$##; s#/#_#g; s#^#test_#' | grep -vxE 'test_serve_live_(server|api)' | sort)
 # -O0 -g1: line tables are all a sanitizer report needs, and unoptimized code builds in half the
-# time; the serve binary, whose tests run real forwards, keeps -O1.
+# time; the serve binary, whose tests run real forwards, and the Jinja limits test, which runs the
+# interpreter for millions of steps, keep -O1. One bundle target, so make builds them in parallel.
+asan_bundle="serve;toy_serve;tf-memory;tf-inspect;$(IFS=';'; echo "${asan_targets[*]}")"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTF_SANITIZE=ON -DTF_CUDA=OFF \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g1 -DNDEBUG" -DTF_O1_TARGETS=serve
-cmake --build build-asan -j"$jobs" --target serve toy_serve tf-memory tf-inspect \
-  "${asan_targets[@]}"
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g1 -DNDEBUG" "-DTF_O1_TARGETS=serve;test_jinja_limits" \
+  "-DTF_BUNDLE_TARGETS=$asan_bundle"
+cmake --build build-asan -j"$jobs" --target tf_bundle
 label_regex="^($(IFS='|'; echo "${asan_modules[*]}"))(/|\$)"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
    ctest --output-on-failure -j"$jobs" -L "$label_regex" -E '^serve/live_(server|api)$')
