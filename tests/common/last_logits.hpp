@@ -1,13 +1,16 @@
 #pragma once
-// The last logits of a prompt in one stream of a tf::loaded_model: what the backend tests compare
-// between two backends, or between a prompt fed whole and in chunks.
+// The last logits of a prompt in one stream of a tf::loaded_model, and how far two logits rows are
+// apart: what the backend tests compare between two backends, or between a prompt fed whole and in
+// chunks.
 #include <tests/common/hf_oracle.hpp>
 #include <tf/batch.hpp>
 #include <tf/engine/loaded_model.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -29,6 +32,20 @@ inline std::vector<float> last_logits(loaded_model& m, std::vector<std::int32_t>
     m.forward({&row, 1}, logits.data());
   }
   return logits;
+}
+
+/// max |a - b| (a NaN counts as infinite) and max |a|.
+struct distance {
+  float diff = 0.0f, top = 0.0f;
+};
+inline distance compare(std::span<float const> a, std::span<float const> b) {
+  distance d;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    float const e = std::fabs(a[i] - b[i]);
+    d.diff = std::max(d.diff, std::isnan(e) ? std::numeric_limits<float>::infinity() : e);
+    d.top = std::max(d.top, std::fabs(a[i]));
+  }
+  return d;
 }
 
 }  // namespace tf::test

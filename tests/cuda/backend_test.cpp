@@ -107,11 +107,7 @@ TEST_CASE("tiny fixtures on CUDA: greedy as transformers, logits as the CPU back
     CHECK(on_gpu->backend() == "cuda");
     auto const a = last_logits(*on_cpu, prompt);
     auto const b = last_logits(*on_gpu, prompt);
-    float top = 0.0f, diff = 0.0f;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      top = std::max(top, std::fabs(a[i]));
-      diff = std::max(diff, std::fabs(a[i] - b[i]));
-    }
+    auto const [diff, top] = tf::test::compare(a, b);
     // The CPU rounds activations to Q8_0 before a Q8_0 dot; the GPU keeps them in f32.
     bool const q8 = rel.find("q8_0") != std::string::npos;
     CHECK(diff <= (q8 ? 4e-2f : 1e-3f) * top + 1e-4f);
@@ -237,11 +233,7 @@ TEST_CASE("tiny fixtures on CUDA in cuBLASLt mode: the CPU's logits, chunks and 
     auto on_gpu = tf::open<tf::families::builtin, cuda>(path, o);
     auto const a = last_logits(*on_cpu, prompt);
     auto const b = last_logits(*on_gpu, prompt);
-    float top = 0.0f, diff = 0.0f;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      top = std::max(top, std::fabs(a[i]));
-      diff = std::max(diff, std::fabs(a[i] - b[i]));
-    }
+    auto const [diff, top] = tf::test::compare(a, b);
     // F32 weights: f32 sums in cuBLASLt's order; Q8_0: f16 tiles and activations against the
     // CPU's Q8_0 activations (docs/kernel-contract.md).
     bool const q8 = rel.find("q8_0") != std::string::npos;
@@ -278,11 +270,7 @@ TEST_CASE("the default model on CUDA in cuBLASLt mode: the CPU's logits, batch i
   auto const prompt = m->text().encode("The three primary colours are");
   auto const a = last_logits(*on_cpu, prompt);
   auto const b = last_logits(*m, prompt);
-  float top = 0.0f, diff = 0.0f;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    top = std::max(top, std::fabs(a[i]));
-    diff = std::max(diff, std::fabs(a[i] - b[i]));
-  }
+  auto const [diff, top] = tf::test::compare(a, b);
   INFO("max |cpu - cuda| = " << diff << " of max |logit| " << top);
   CHECK(diff <= 4e-2f * top);
   CHECK(std::memcmp(last_logits(*m, prompt, 7).data(), b.data(), b.size() * 4) == 0);

@@ -36,6 +36,7 @@ using tf::backend::cuda;
 using tf::test::last_logits;
 
 using namespace tf::test::emulated;
+using tf::test::compare;
 
 namespace {
 
@@ -220,14 +221,7 @@ TEST_CASE("on the emulated CUDA backend, 8 rows batched give each row's solo log
       with_engine<cuda>(fixture(rel), kv, {}, [&](auto& e) {
         for (int phase = 0; phase < 2; ++phase) {
           auto const rows = step_rows(phase);
-          auto const all = run(e, rows);
-          std::size_t at = 0;
-          for (auto const& row : rows) {
-            std::size_t const n = static_cast<std::size_t>(tf::logits_rows({&row, 1}) * vocab);
-            batched[phase].emplace_back(all.begin() + static_cast<std::ptrdiff_t>(at),
-                                        all.begin() + static_cast<std::ptrdiff_t>(at + n));
-            at += n;
-          }
+          batched[phase] = split_rows(run(e, rows), rows, vocab);
         }
       });
       for (int phase = 0; phase < 2; ++phase)

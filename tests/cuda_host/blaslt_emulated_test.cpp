@@ -42,6 +42,7 @@ using tf::backend::cuda_matmul;
 using tf::test::last_logits;
 
 using namespace tf::test::emulated;
+using tf::test::compare;
 
 namespace {
 
@@ -290,14 +291,7 @@ TEST_CASE("cuBLASLt mode: 8 rows batched give each row's solo logits bit for bit
     with_engine<cuda>(c.path, kv, {0, cuda_matmul::cublaslt}, [&](auto& e) {
       for (int phase = 0; phase < 2; ++phase) {
         auto const rows = step_rows(phase);
-        auto const all = run(e, rows);
-        std::size_t at = 0;
-        for (auto const& row : rows) {
-          auto const n = static_cast<std::size_t>(tf::logits_rows({&row, 1}) * vocab);
-          batched[phase].emplace_back(all.begin() + static_cast<std::ptrdiff_t>(at),
-                                      all.begin() + static_cast<std::ptrdiff_t>(at + n));
-          at += n;
-        }
+        batched[phase] = split_rows(run(e, rows), rows, vocab);
       }
     });
     for (int phase = 0; phase < 2; ++phase)

@@ -1,16 +1,14 @@
 #pragma once
 // What the emulated-backend tests share: an engine of a file's family over a backend, one
-// forward's logits, greedy generation, deterministic token sequences, and comparisons of logits.
+// forward's logits cut per row, greedy generation, deterministic token sequences, and a bitwise
+// comparison of logits.
 #include <tf/batch.hpp>
 #include <tf/engine.hpp>
 #include <tf/model/model_file.hpp>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <limits>
 #include <span>
 #include <utility>
 #include <vector>
@@ -58,18 +56,19 @@ inline std::vector<std::int32_t> generate(loaded_model& m, std::vector<std::int3
       .tokens;
 }
 
-/// max |a - b| (a NaN counts as infinite) and max |a|.
-struct distance {
-  float diff = 0.0f, top = 0.0f;
-};
-inline distance compare(std::vector<float> const& a, std::vector<float> const& b) {
-  distance d;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    float const e = std::fabs(a[i] - b[i]);
-    d.diff = std::max(d.diff, std::isnan(e) ? std::numeric_limits<float>::infinity() : e);
-    d.top = std::max(d.top, std::fabs(a[i]));
+/// One forward's logits `all` cut into each row's own (logits_rows of that row, times `vocab`).
+inline std::vector<std::vector<float>> split_rows(std::vector<float> const& all,
+                                                  std::span<batch_row const> rows,
+                                                  std::int64_t vocab) {
+  std::vector<std::vector<float>> out;
+  std::size_t at = 0;
+  for (auto const& row : rows) {
+    auto const n = static_cast<std::size_t>(logits_rows({&row, 1}) * vocab);
+    out.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(at),
+                     all.begin() + static_cast<std::ptrdiff_t>(at + n));
+    at += n;
   }
-  return d;
+  return out;
 }
 
 inline bool same_bits(std::span<float const> a, std::span<float const> b) {
