@@ -213,23 +213,7 @@ TEST_CASE("on the emulated CUDA backend, 8 rows batched give each row's solo log
         }
         return rows;
       };
-      std::vector<std::vector<float>> solo[2], batched[2];
-      with_engine<cuda>(fixture(rel), kv, {}, [&](auto& e) {
-        for (int phase = 0; phase < 2; ++phase)
-          for (auto const& row : step_rows(phase)) solo[phase].push_back(run(e, {&row, 1}));
-      });
-      with_engine<cuda>(fixture(rel), kv, {}, [&](auto& e) {
-        for (int phase = 0; phase < 2; ++phase) {
-          auto const rows = step_rows(phase);
-          batched[phase] = split_rows(run(e, rows), rows, vocab);
-        }
-      });
-      for (int phase = 0; phase < 2; ++phase)
-        for (int r = 0; r < R; ++r) {
-          INFO("step " << phase << ", row " << r);
-          auto const i = static_cast<std::size_t>(r);
-          CHECK(same_bits(batched[phase][i], solo[phase][i]));
-        }
+      check_batched_equals_solo<cuda>(fixture(rel), kv, {}, 2, step_rows);
     }
   }
 }

@@ -283,23 +283,7 @@ TEST_CASE("cuBLASLt mode: 8 rows batched give each row's solo logits bit for bit
       }
       return rows;
     };
-    std::vector<std::vector<float>> solo[2], batched[2];
-    with_engine<cuda>(c.path, kv, {0, cuda_matmul::cublaslt}, [&](auto& e) {
-      for (int phase = 0; phase < 2; ++phase)
-        for (auto const& row : step_rows(phase)) solo[phase].push_back(run(e, {&row, 1}));
-    });
-    with_engine<cuda>(c.path, kv, {0, cuda_matmul::cublaslt}, [&](auto& e) {
-      for (int phase = 0; phase < 2; ++phase) {
-        auto const rows = step_rows(phase);
-        batched[phase] = split_rows(run(e, rows), rows, vocab);
-      }
-    });
-    for (int phase = 0; phase < 2; ++phase)
-      for (int r = 0; r < R; ++r) {
-        INFO("step " << phase << ", row " << r);
-        auto const i = static_cast<std::size_t>(r);
-        CHECK(same_bits(batched[phase][i], solo[phase][i]));
-      }
+    check_batched_equals_solo<cuda>(c.path, kv, {0, cuda_matmul::cublaslt}, 2, step_rows);
   }
 }
 

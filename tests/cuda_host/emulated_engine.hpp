@@ -6,6 +6,8 @@
 #include <tf/engine.hpp>
 #include <tf/model/model_file.hpp>
 
+#include <catch2/catch.hpp>
+
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -73,6 +75,33 @@ inline std::vector<std::vector<float>> split_rows(std::vector<float> const& all,
 
 inline bool same_bits(std::span<float const> a, std::span<float const> b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+}
+
+/// Steps 0..phases-1 of `step_rows(phase)` (batch rows) on two fresh engines of the file: one row
+/// per forward, then each step's rows in one forward; every row's logits must match bit for bit.
+template <class B, class StepRows>
+void check_batched_equals_solo(std::filesystem::path const& path, kv_shape kv,
+                               typename B::options o, int phases, StepRows&& step_rows) {
+  std::vector<std::vector<std::vector<float>>> solo(static_cast<std::size_t>(phases)),
+      batched(solo.size());
+  with_engine<B>(path, kv, o, [&](auto& e) {
+    for (std::size_t phase = 0; phase < solo.size(); ++phase)
+      for (auto const& row : step_rows(static_cast<int>(phase)))
+        solo[phase].push_back(run(e, {&row, 1}));
+  });
+  with_engine<B>(path, kv, o, [&](auto& e) {
+    for (std::size_t phase = 0; phase < batched.size(); ++phase) {
+      auto const rows = step_rows(static_cast<int>(phase));
+      batched[phase] = split_rows(run(e, rows), rows, e.vocab_size());
+    }
+  });
+  for (std::size_t phase = 0; phase < solo.size(); ++phase) {
+    REQUIRE(batched[phase].size() == solo[phase].size());
+    for (std::size_t r = 0; r < solo[phase].size(); ++r) {
+      INFO("step " << phase << ", row " << r);
+      CHECK(same_bits(batched[phase][r], solo[phase][r]));
+    }
+  }
 }
 
 }  // namespace tf::test::emulated
