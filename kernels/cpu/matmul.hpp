@@ -1,7 +1,8 @@
 #pragma once
 /// Quantized mat-vec / mat-mat: y[b, n] = sum_k x[b, k] * W[n, k], W rows in any GGUF quant type.
-/// x is quantized once per call (Q8_0, Q8_1 or Q8_K by weight type); each output element is one
-/// call of one dot routine, so results do not depend on the thread count or on the batch size.
+/// x is quantized once per call (Q8_0, Q8_1 or Q8_K by weight type); each output element has the
+/// bits of one call of one dot routine (the sixteen-row tile kernels keep each row's integer sums
+/// and float steps), so results do not depend on the thread count or on the batch size.
 #include <kernels/cpu/cpu_features.hpp>
 #include <kernels/cpu/quantize.hpp>
 #include <kernels/cpu/quantize_x86.hpp>
@@ -123,6 +124,126 @@ void rows_by_sixteen(const void* w, const void* const* x, std::int64_t n, std::i
 #define TF_ROWS16_0U(W)                                                        \
   rows_by_sixteen<W, block_q8_0u, avx512::dot_0u<16, W>, avx512::dot_0u<8, W>, \
                   avx512::dot_0u<4, W>, avx512::dot_0u<1, W>>
+
+// Sixteen activation rows against decoded weight rows: weight rows are decoded once per pass
+// into `decoded` bytes per block, activation rows are tiled sixteen at a time into `tiled`
+// bytes per block, and `dot` gives one weight row's sixteen results (each with the bits of the
+// row-major dot routine for that row).
+struct tiled_kernel {
+  void (*decode)(const std::uint8_t* w, std::uint8_t* out, std::int64_t nb) = nullptr;
+  void (*tile)(const std::uint8_t* x, std::int64_t arb, std::int64_t nb,
+               std::uint8_t* out) = nullptr;
+  void (*dot)(const std::uint8_t* w, const std::uint8_t* x, std::int64_t nb, float* out) = nullptr;
+  std::int64_t decoded = 0, tiled = 0;
+};
+
+template <class W>
+void decode_rows_0(const std::uint8_t* w, std::uint8_t* out, std::int64_t nb) {
+  const W* b = reinterpret_cast<const W*>(w);
+  auto* o = reinterpret_cast<avx512::block0_tiled*>(out);
+  for (std::int64_t i = 0; i < nb; ++i) avx512::decode0_tiled(b[i], o[i]);
+}
+
+inline void tile_rows_0u(const std::uint8_t* x, std::int64_t arb, std::int64_t nb,
+                         std::uint8_t* out) {
+  auto* tiles = reinterpret_cast<avx512::block_q8_0u_x16*>(out);
+  for (int r = 0; r < 16; ++r) {
+    const auto* xb = reinterpret_cast<const block_q8_0u*>(x + r * arb);
+    for (std::int64_t i = 0; i < nb; ++i) {
+      tiles[i].d[r] = xb[i].d[0];
+      for (int l = 0; l < 8; ++l) std::memcpy(tiles[i].qs[l][r], xb[i].qs + 4 * l, 4);
+    }
+  }
+}
+
+inline void dot_tile_0(const std::uint8_t* w, const std::uint8_t* x, std::int64_t nb, float* out) {
+  avx512::dot0_tile16(reinterpret_cast<const avx512::block0_tiled*>(w),
+                      reinterpret_cast<const avx512::block_q8_0u_x16*>(x), nb, out);
+}
+
+inline void decode_rows_q4_k(const std::uint8_t* w, std::uint8_t* out, std::int64_t nb) {
+  const auto* b = reinterpret_cast<const block_q4_k*>(w);
+  auto* o = reinterpret_cast<avx512::block_q4_k_tiled*>(out);
+  for (std::int64_t i = 0; i < nb; ++i) avx512::decode_q4_k_tiled(b[i], o[i]);
+}
+
+inline void tile_rows_q8_k(const std::uint8_t* x, std::int64_t arb, std::int64_t nb,
+                           std::uint8_t* out) {
+  auto* tiles = reinterpret_cast<avx512::block_q8_k_x16*>(out);
+  for (int r = 0; r < 16; ++r) {
+    const auto* xb = reinterpret_cast<const block_q8_k*>(x + r * arb);
+    for (std::int64_t i = 0; i < nb; ++i) {
+      tiles[i].d[r] = xb[i].d;
+      for (int m = 0; m < 4; ++m) {
+        const auto lo = static_cast<std::uint16_t>(xb[i].bsums[4 * m] + xb[i].bsums[4 * m + 1]);
+        const auto hi = static_cast<std::uint16_t>(xb[i].bsums[4 * m + 2] + xb[i].bsums[4 * m + 3]);
+        tiles[i].sum_pairs[m][r] =
+            static_cast<std::int32_t>(lo | static_cast<std::uint32_t>(hi) << 16);
+      }
+      for (int g = 0; g < 64; ++g) std::memcpy(tiles[i].qs[g][r], xb[i].qs + 4 * g, 4);
+    }
+  }
+}
+
+inline void dot_tile_q4_k(const std::uint8_t* w, const std::uint8_t* x, std::int64_t nb,
+                          float* out) {
+  avx512::dot_q4_k_tile16(reinterpret_cast<const avx512::block_q4_k_tiled*>(w),
+                          reinterpret_cast<const avx512::block_q8_k_x16*>(x), nb, out);
+}
+
+inline void decode_rows_q6_k(const std::uint8_t* w, std::uint8_t* out, std::int64_t nb) {
+  const auto* b = reinterpret_cast<const block_q6_k*>(w);
+  auto* o = reinterpret_cast<avx512::block_q6_k_tiled*>(out);
+  for (std::int64_t i = 0; i < nb; ++i) avx512::decode_q6_k_tiled(b[i], o[i]);
+}
+
+inline void tile_rows_q8_k_q6(const std::uint8_t* x, std::int64_t arb, std::int64_t nb,
+                              std::uint8_t* out) {
+  auto* tiles = reinterpret_cast<avx512::block_q8_k_q6_x16*>(out);
+  for (int r = 0; r < 16; ++r) {
+    const auto* xb = reinterpret_cast<const block_q8_k*>(x + r * arb);
+    for (std::int64_t i = 0; i < nb; ++i) {
+      tiles[i].d[r] = xb[i].d;
+      for (int l = 0; l < 8; ++l)
+        tiles[i].sum_pairs[l][r] = static_cast<std::int32_t>(
+            static_cast<std::uint16_t>(xb[i].bsums[2 * l]) |
+            static_cast<std::uint32_t>(static_cast<std::uint16_t>(xb[i].bsums[2 * l + 1])) << 16);
+      for (int g = 0; g < 64; ++g) std::memcpy(tiles[i].qs[g][r], xb[i].qs + 4 * g, 4);
+    }
+  }
+}
+
+inline void dot_tile_q6_k(const std::uint8_t* w, const std::uint8_t* x, std::int64_t nb,
+                          float* out) {
+  avx512::dot_q6_k_tile16(reinterpret_cast<const avx512::block_q6_k_tiled*>(w),
+                          reinterpret_cast<const avx512::block_q8_k_q6_x16*>(x), nb, out);
+}
+
+// The tiled kernel for weight type `t` on `path`, or one with null members where there is none.
+inline tiled_kernel tiled_kernel_for(tf::model::tensor_type t, isa path) {
+  using tf::model::tensor_type;
+  if (path != isa::avx512) return {};
+  auto zero = [](auto decode) {
+    return tiled_kernel{decode, tile_rows_0u, dot_tile_0, sizeof(avx512::block0_tiled),
+                        sizeof(avx512::block_q8_0u_x16)};
+  };
+  switch (t) {
+    case tensor_type::q4_0:
+      return zero(decode_rows_0<block_q4_0>);
+    case tensor_type::q5_0:
+      return zero(decode_rows_0<block_q5_0>);
+    case tensor_type::q8_0:
+      return zero(decode_rows_0<block_q8_0>);
+    case tensor_type::q4_k:
+      return {decode_rows_q4_k, tile_rows_q8_k, dot_tile_q4_k, sizeof(avx512::block_q4_k_tiled),
+              sizeof(avx512::block_q8_k_x16)};
+    case tensor_type::q6_k:
+      return {decode_rows_q6_k, tile_rows_q8_k_q6, dot_tile_q6_k, sizeof(avx512::block_q6_k_tiled),
+              sizeof(avx512::block_q8_k_q6_x16)};
+    default:
+      return {};
+  }
+}
 #endif
 
 // One activation row against `rows` consecutive weight rows `wrb` bytes apart, into y [rows].
@@ -494,6 +615,23 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   rows.resize(static_cast<std::size_t>(p.b));
   for (std::int64_t r = 0; r < p.b; ++r) rows[static_cast<std::size_t>(r)] = xq + r * arb;
   const void* const* xr = rows.data();
+#if TF_KERNELS_X86
+  // Many rows: whole sixteen-row groups as tiles for a tiled kernel, where the type has one.
+  const detail::tiled_kernel tk = p.b >= 16 && !corrected_act
+                                      ? detail::tiled_kernel_for(p.w_type, path)
+                                      : detail::tiled_kernel{};
+  const std::int64_t tiled_groups = tk.dot ? p.b / 16 : 0;
+  thread_local std::vector<std::uint8_t> tile_buf;
+  const std::uint8_t* tiles = nullptr;
+  if (tk.dot) {
+    std::uint8_t* to = detail::aligned_scratch(tile_buf, tiled_groups * dot_n * tk.tiled);
+    pool.parallel_for(tiled_groups, [&](std::int64_t g0, std::int64_t g1) {
+      for (std::int64_t g = g0; g < g1; ++g)
+        tk.tile(xq + g * 16 * arb, arb, dot_n, to + g * dot_n * tk.tiled);
+    });
+    tiles = to;
+  }
+#endif
   // Activation rows in groups small enough to stay in L1 while every weight row of the chunk is
   // dotted with them; the weights then stream from L2 once per group.
   const std::int64_t group = std::max<std::int64_t>(
@@ -502,6 +640,34 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   auto run_rows = [&](const std::uint8_t* wr, std::int64_t begin, std::int64_t end) {
     if (mv) return mv(wr, wrb, end - begin, xq, dot_n, p.y + begin);
 #if TF_KERNELS_X86
+    if (tk.dot) {
+      // Weight rows 64 at a time decoded into L2, then every tile against them.
+      thread_local std::vector<std::uint8_t> decoded;
+      std::uint8_t* wd = detail::aligned_scratch(decoded, 64 * dot_n * tk.decoded);
+      const std::int64_t rest = tiled_groups * 16;
+      alignas(64) float out16[64][16];
+      float out[64];
+      for (std::int64_t s0 = begin; s0 < end; s0 += 64) {
+        const std::int64_t s1 = std::min(end, s0 + 64);
+        for (std::int64_t row = s0; row < s1; ++row)
+          tk.decode(wr + (row - begin) * wrb, wd + (row - s0) * dot_n * tk.decoded, dot_n);
+        for (std::int64_t g = 0; g < tiled_groups; ++g) {
+          for (std::int64_t row = s0; row < s1; ++row)
+            tk.dot(wd + (row - s0) * dot_n * tk.decoded, tiles + g * dot_n * tk.tiled, dot_n,
+                   out16[row - s0]);
+          // Back to row-major in whole runs of the sixteen output rows.
+          for (int r = 0; r < 16; ++r)
+            for (std::int64_t row = s0; row < s1; ++row)
+              p.y[(g * 16 + r) * p.n + row] = out16[row - s0][r];
+        }
+        if (rest < p.b)
+          for (std::int64_t row = s0; row < s1; ++row) {
+            dot(wr + (row - begin) * wrb, xr + rest, dot_n, p.b - rest, out);
+            for (std::int64_t r = rest; r < p.b; ++r) p.y[r * p.n + row] = out[r - rest];
+          }
+      }
+      return;
+    }
     if (few_rows) {
       const auto* xc = reinterpret_cast<const block_q8_0c* const*>(xr);
       for (std::int64_t r0 = 0; r0 < p.b; r0 += 4)

@@ -234,17 +234,20 @@ TEST_CASE("the AVX2 and AVX-512 paths give the same bits for every type", "[matm
     return;
   }
   // Integer block sums are exact on both paths and the float steps are the same, so the
-  // AVX-512 activation formats (e.g. block_q8_0u) must not change a single result.
-  const std::int64_t n = 29, k = 512, b = 11;
-  for (auto t : all_types) {
-    DYNAMIC_SECTION(tf::model::traits_of(t).name) {
-      std::mt19937 gen(static_cast<unsigned>(t) + 300);
-      const auto w = random_weights(t, n, k, gen);
-      const auto x = random_x(b, k, gen);
-      CHECK(run(t, w, x.data(), n, k, b, 2, cpu::isa::avx512) ==
-            run(t, w, x.data(), n, k, b, 2, cpu::isa::avx2));
+  // AVX-512 activation formats (e.g. block_q8_0u) and the sixteen-row tiles (b >= 16; 150 rows
+  // cross the tiled path's 64-row decode passes) must not change a single result.
+  const std::int64_t k = 512;
+  for (auto t : all_types)
+    for (auto [n, b] : {std::pair<std::int64_t, std::int64_t>{29, 11}, {150, 37}, {70, 64}}) {
+      DYNAMIC_SECTION(tf::model::traits_of(t).name << " n " << n << " b " << b) {
+        std::mt19937 gen(static_cast<unsigned>(t) + 300);
+        const auto w = random_weights(t, n, k, gen);
+        const auto x = random_x(b, k, gen);
+        const auto want = run(t, w, x.data(), n, k, b, 2, cpu::isa::avx2);
+        CHECK(run(t, w, x.data(), n, k, b, 2, cpu::isa::avx512) == want);
+        CHECK(run(t, w, x.data(), n, k, b, 3, cpu::isa::avx512) == want);
+      }
     }
-  }
 }
 
 TEST_CASE("a Q8_0 matrix in rows8 gives the row-major results bit for bit", "[matmul][rows8]") {
