@@ -133,7 +133,11 @@ struct tiled_kernel {
   void (*decode)(const std::uint8_t* w, std::uint8_t* out, std::int64_t nb) = nullptr;
   void (*tile)(const std::uint8_t* x, std::int64_t arb, std::int64_t nb,
                std::uint8_t* out) = nullptr;
-  void (*dot)(const std::uint8_t* w, const std::uint8_t* x, std::int64_t nb, float* out) = nullptr;
+  using dot_fn = void (*)(const std::uint8_t* w, const std::uint8_t* x, std::int64_t nb,
+                          float* out);
+  dot_fn dot = nullptr;   // one weight row, out [16]
+  dot_fn dots = nullptr;  // `rows` consecutive weight rows, out [rows][16]
+  int rows = 1;
   std::int64_t decoded = 0, tiled = 0;
 };
 
@@ -156,9 +160,10 @@ inline void tile_rows_0u(const std::uint8_t* x, std::int64_t arb, std::int64_t n
   }
 }
 
-inline void dot_tile_0(const std::uint8_t* w, const std::uint8_t* x, std::int64_t nb, float* out) {
-  avx512::dot0_tile16(reinterpret_cast<const avx512::block0_tiled*>(w),
-                      reinterpret_cast<const avx512::block_q8_0u_x16*>(x), nb, out);
+template <int R>
+void dot_tile_0(const std::uint8_t* w, const std::uint8_t* x, std::int64_t nb, float* out) {
+  avx512::dot0_tile16<R>(reinterpret_cast<const avx512::block0_tiled*>(w),
+                         reinterpret_cast<const avx512::block_q8_0u_x16*>(x), nb, out);
 }
 
 inline void decode_rows_q4_k(const std::uint8_t* w, std::uint8_t* out, std::int64_t nb) {
@@ -185,10 +190,10 @@ inline void tile_rows_q8_k(const std::uint8_t* x, std::int64_t arb, std::int64_t
   }
 }
 
-inline void dot_tile_q4_k(const std::uint8_t* w, const std::uint8_t* x, std::int64_t nb,
-                          float* out) {
-  avx512::dot_q4_k_tile16(reinterpret_cast<const avx512::block_q4_k_tiled*>(w),
-                          reinterpret_cast<const avx512::block_q8_k_x16*>(x), nb, out);
+template <int R>
+void dot_tile_q4_k(const std::uint8_t* w, const std::uint8_t* x, std::int64_t nb, float* out) {
+  avx512::dot_q4_k_tile16<R>(reinterpret_cast<const avx512::block_q4_k_tiled*>(w),
+                             reinterpret_cast<const avx512::block_q8_k_x16*>(x), nb, out);
 }
 
 inline void decode_rows_q6_k(const std::uint8_t* w, std::uint8_t* out, std::int64_t nb) {
@@ -213,10 +218,10 @@ inline void tile_rows_q8_k_q6(const std::uint8_t* x, std::int64_t arb, std::int6
   }
 }
 
-inline void dot_tile_q6_k(const std::uint8_t* w, const std::uint8_t* x, std::int64_t nb,
-                          float* out) {
-  avx512::dot_q6_k_tile16(reinterpret_cast<const avx512::block_q6_k_tiled*>(w),
-                          reinterpret_cast<const avx512::block_q8_k_q6_x16*>(x), nb, out);
+template <int R>
+void dot_tile_q6_k(const std::uint8_t* w, const std::uint8_t* x, std::int64_t nb, float* out) {
+  avx512::dot_q6_k_tile16<R>(reinterpret_cast<const avx512::block_q6_k_tiled*>(w),
+                             reinterpret_cast<const avx512::block_q8_k_q6_x16*>(x), nb, out);
 }
 
 // The tiled kernel for weight type `t` on `path`, or one with null members where there is none.
@@ -224,7 +229,12 @@ inline tiled_kernel tiled_kernel_for(tf::model::tensor_type t, isa path) {
   using tf::model::tensor_type;
   if (path != isa::avx512) return {};
   auto zero = [](auto decode) {
-    return tiled_kernel{decode, tile_rows_0u, dot_tile_0, sizeof(avx512::block0_tiled),
+    return tiled_kernel{decode,
+                        tile_rows_0u,
+                        dot_tile_0<1>,
+                        dot_tile_0<2>,
+                        2,
+                        sizeof(avx512::block0_tiled),
                         sizeof(avx512::block_q8_0u_x16)};
   };
   switch (t) {
@@ -235,10 +245,20 @@ inline tiled_kernel tiled_kernel_for(tf::model::tensor_type t, isa path) {
     case tensor_type::q8_0:
       return zero(decode_rows_0<block_q8_0>);
     case tensor_type::q4_k:
-      return {decode_rows_q4_k, tile_rows_q8_k, dot_tile_q4_k, sizeof(avx512::block_q4_k_tiled),
+      return {decode_rows_q4_k,
+              tile_rows_q8_k,
+              dot_tile_q4_k<1>,
+              dot_tile_q4_k<4>,
+              4,
+              sizeof(avx512::block_q4_k_tiled),
               sizeof(avx512::block_q8_k_x16)};
     case tensor_type::q6_k:
-      return {decode_rows_q6_k, tile_rows_q8_k_q6, dot_tile_q6_k, sizeof(avx512::block_q6_k_tiled),
+      return {decode_rows_q6_k,
+              tile_rows_q8_k_q6,
+              dot_tile_q6_k<1>,
+              dot_tile_q6_k<2>,
+              2,
+              sizeof(avx512::block_q6_k_tiled),
               sizeof(avx512::block_q8_k_q6_x16)};
     default:
       return {};
@@ -652,9 +672,12 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
         for (std::int64_t row = s0; row < s1; ++row)
           tk.decode(wr + (row - begin) * wrb, wd + (row - s0) * dot_n * tk.decoded, dot_n);
         for (std::int64_t g = 0; g < tiled_groups; ++g) {
-          for (std::int64_t row = s0; row < s1; ++row)
-            tk.dot(wd + (row - s0) * dot_n * tk.decoded, tiles + g * dot_n * tk.tiled, dot_n,
-                   out16[row - s0]);
+          const std::uint8_t* tile = tiles + g * dot_n * tk.tiled;
+          std::int64_t row0 = s0;
+          for (; row0 + tk.rows <= s1; row0 += tk.rows)
+            tk.dots(wd + (row0 - s0) * dot_n * tk.decoded, tile, dot_n, out16[row0 - s0]);
+          for (std::int64_t row = row0; row < s1; ++row)
+            tk.dot(wd + (row - s0) * dot_n * tk.decoded, tile, dot_n, out16[row - s0]);
           // Back to row-major in whole runs of the sixteen output rows.
           for (int r = 0; r < 16; ++r)
             for (std::int64_t row = s0; row < s1; ++row)
