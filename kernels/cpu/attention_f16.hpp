@@ -235,6 +235,130 @@ TF_AF16_FN void weighted_sum(const std::uint16_t* const* v, const float* p, std:
 }  // namespace x86
 #endif
 
+#if TF_KERNELS_X86
+namespace x86_512 {
+
+// GCC 12 reads the undefined upper halves inside its 512-bit intrinsics as uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// Only for avx512f CPUs (default_isa() == isa::avx512): each lane does x86's fma and adds.
+#define TF_AF16_512_FN __attribute__((target("avx512f,avx512vl,avx2,fma,f16c"))) inline
+
+TF_AF16_512_FN __m512 load_f16(const std::uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+TF_AF16_512_FN __m256 high_half(__m512 x) {
+  return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
+}
+
+// x86::fold32 of the accumulators packed as lo = (a0 | a1), hi = (a2 | a3).
+TF_AF16_512_FN float fold32(__m512 lo, __m512 hi) {
+  const __m512 s = _mm512_add_ps(lo, hi);
+  const __m256 f = _mm256_add_ps(_mm512_castps512_ps256(s), high_half(s));
+  const __m128 t = _mm_add_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1));
+  const __m128 h = _mm_hadd_ps(t, t);
+  return _mm_cvtss_f32(_mm_hadd_ps(h, h));
+}
+
+// KP keys against G heads, n a multiple of 32: out[g * stride + j] has x86::dot_heads' bits, its
+// four 8-lane accumulators paired in two 16-lane ones, each q load shared by the KP keys.
+template <int G, int KP>
+__attribute__((always_inline)) TF_AF16_512_FN void dot_pass(const float* const* q,
+                                                            const std::uint16_t* const* k,
+                                                            std::int64_t n, float* out,
+                                                            std::int64_t stride) {
+  __m512 lo[G][KP], hi[G][KP];
+  for (int g = 0; g < G; ++g)
+    for (int j = 0; j < KP; ++j) lo[g][j] = hi[g][j] = _mm512_setzero_ps();
+  for (std::int64_t i = 0; i < n; i += 32) {
+    __m512 kl[KP], kh[KP];
+    for (int j = 0; j < KP; ++j) {
+      kl[j] = load_f16(k[j] + i);
+      kh[j] = load_f16(k[j] + i + 16);
+    }
+    for (int g = 0; g < G; ++g) {
+      const __m512 ql = _mm512_loadu_ps(q[g] + i), qh = _mm512_loadu_ps(q[g] + i + 16);
+      for (int j = 0; j < KP; ++j) {
+        lo[g][j] = _mm512_fmadd_ps(kl[j], ql, lo[g][j]);
+        hi[g][j] = _mm512_fmadd_ps(kh[j], qh, hi[g][j]);
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g)
+    for (int j = 0; j < KP; ++j) out[g * stride + j] = fold32(lo[g][j], hi[g][j]);
+}
+
+// nk keys against G heads, KP at a time in one call so that no pass leaves the registers.
+template <int G, int KP>
+TF_AF16_512_FN void dot_keys(const float* const* q, const std::uint16_t* const* k, std::int64_t nk,
+                             std::int64_t n, float* out, std::int64_t stride) {
+  std::int64_t j = 0;
+  for (; j + KP <= nk; j += KP) dot_pass<G, KP>(q, k + j, n, out + j, stride);
+  for (; j < nk; ++j) dot_pass<G, 1>(q, k + j, n, out + j, stride);
+}
+
+// Accumulator s's chains (keys from i0, 32 apart) for G heads over W 16-element vectors at d;
+// `far`: the rows come from beyond L2, so each chain asks for its row two steps ahead.
+template <int G, int W>
+TF_AF16_512_FN void chains(const std::uint16_t* const* v, const float* const* p, std::int64_t i0,
+                           std::int64_t m, std::int64_t d, bool far, __m512 (&acc)[G][W]) {
+  for (int g = 0; g < G; ++g)
+    for (int c = 0; c < W; ++c) acc[g][c] = _mm512_setzero_ps();
+  for (std::int64_t i = i0; i < m; i += 32) {
+    if (far && i + 64 < m)
+      for (int c = 0; c < W * 32; c += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(v[i + 64] + d) + c, _MM_HINT_T0);
+    __m512 pv[G];
+    for (int g = 0; g < G; ++g) pv[g] = _mm512_set1_ps(p[g][i]);
+    for (int c = 0; c < W; ++c) {
+      const __m512 x = load_f16(v[i] + d + 16 * c);
+      for (int g = 0; g < G; ++g) acc[g][c] = _mm512_fmadd_ps(x, pv[g], acc[g][c]);
+    }
+  }
+}
+
+// G heads' weighted sums, each with x86::weighted_sum's bits (n a multiple of 16 W): every V
+// vector converted once for the G heads, the 32 accumulators folded as they are made.
+template <int G, int W>
+TF_AF16_512_FN void weighted_sum_heads(const std::uint16_t* const* v, const float* const* p,
+                                       std::int64_t m, int first_acc, std::int64_t n,
+                                       float* const* out) {
+  // x: a_l + a_(l+16), y: a_(l+8) + a_(l+24), t[r]: s_r + s_(r+4) of scalar::fold32.
+  __m512 x[G][W], y[G][W], t[4][G][W], acc[G][W];
+  auto first = [&](int s) { return static_cast<std::int64_t>((s - first_acc + 32) % 32); };
+  bool const far = m * n > (std::int64_t{1} << 18);  // the rows' f16 values past 512 KiB
+  for (std::int64_t d = 0; d < n; d += 16 * W) {
+    for (int r = 0; r < 4; ++r)
+      for (int half = 0; half < 2; ++half) {
+        int const l = r + 4 * half;
+        chains<G, W>(v, p, first(l), m, d, far, x);
+        chains<G, W>(v, p, first(l + 16), m, d, far, acc);
+        for (int g = 0; g < G; ++g)
+          for (int c = 0; c < W; ++c) x[g][c] = _mm512_add_ps(x[g][c], acc[g][c]);
+        chains<G, W>(v, p, first(l + 8), m, d, far, y);
+        chains<G, W>(v, p, first(l + 24), m, d, far, acc);
+        for (int g = 0; g < G; ++g)
+          for (int c = 0; c < W; ++c) {
+            const __m512 sl = _mm512_add_ps(x[g][c], _mm512_add_ps(y[g][c], acc[g][c]));
+            t[r][g][c] = half == 0 ? sl : _mm512_add_ps(t[r][g][c], sl);
+          }
+      }
+    for (int g = 0; g < G; ++g)
+      for (int c = 0; c < W; ++c)
+        _mm512_storeu_ps(out[g] + d + 16 * c, _mm512_add_ps(_mm512_add_ps(t[0][g][c], t[1][g][c]),
+                                                            _mm512_add_ps(t[2][g][c], t[3][g][c])));
+  }
+}
+
+#undef TF_AF16_512_FN
+#pragma GCC diagnostic pop
+
+}  // namespace x86_512
+#endif
+
 /// x [n] = e^(x - mx) in place, n a multiple of 8; returns their sum, 8-key chunks in double.
 inline double exp_chunks(float* x, std::int64_t n, float mx) {
 #if TF_KERNELS_X86
@@ -269,6 +393,40 @@ inline void weighted_sum(const std::uint16_t* const* v, const float* p, std::int
   if (avx2_path()) return x86::weighted_sum(v, p, m, first_acc, n, out);
 #endif
   scalar::weighted_sum(v, p, m, first_acc, n, out);
+}
+
+/// Whether the default path has AVX-512 (F, BW, VL, VNNI).
+inline bool avx512_path() {
+  static const bool yes = default_isa() == isa::avx512;
+  return yes;
+}
+
+/// out[g * stride + j] = dot(q[g], k[j], n) for G query heads and nk keys (KP at a time where
+/// the AVX-512 path takes them).
+template <int G, int KP>
+inline void dot_keys(const float* const* q, const std::uint16_t* const* k, std::int64_t nk,
+                     std::int64_t n, float* out, std::int64_t stride) {
+#if TF_KERNELS_X86
+  if (n % 32 == 0 && avx512_path()) return x86_512::dot_keys<G, KP>(q, k, nk, n, out, stride);
+#endif
+  for (std::int64_t j = 0; j < nk; ++j) {
+    float o[G];
+    dot_heads<G>(q, k[j], n, o);
+    for (int g = 0; g < G; ++g) out[g * stride + j] = o[g];
+  }
+}
+
+/// weighted_sum(v, p[g], m, first_acc, n, out[g]) for G heads, each value row read once.
+template <int G>
+inline void weighted_sum_heads(const std::uint16_t* const* v, const float* const* p, std::int64_t m,
+                               int first_acc, std::int64_t n, float* const* out) {
+#if TF_KERNELS_X86
+  // 16 accumulators of 16 lanes: four vectors for four heads, eight for two, sixteen for one.
+  constexpr int W = 16 / G;
+  if (n % (16 * W) == 0 && avx512_path())
+    return x86_512::weighted_sum_heads<G, W>(v, p, m, first_acc, n, out);
+#endif
+  for (int g = 0; g < G; ++g) weighted_sum(v, p[g], m, first_acc, n, out[g]);
 }
 
 }  // namespace tf::kernels::cpu::attention_f16

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 namespace cpu = tf::kernels::cpu;
@@ -164,5 +165,83 @@ TEST_CASE("dot_heads gives each head dot's bits") {
     for (int g = 0; g < 4; ++g) CHECK(same_bits(out[g], af::dot(qs[g], k.data(), n)));
     af::dot_heads<2>(qs + 2, k.data(), n, out);
     CHECK(same_bits(out[1], af::scalar::dot(qs[3], k.data(), n)));
+  }
+}
+
+TEST_CASE("dot_keys gives each head and key dot's bits, KP keys at a time and the rest alone") {
+  std::mt19937 gen(13);
+  auto check = [&](auto G, auto KP, std::int64_t n, std::int64_t nk) {
+    constexpr int g_heads = decltype(G)::value, kp = decltype(KP)::value;
+    std::vector<std::vector<std::uint16_t>> k;
+    std::vector<std::vector<float>> q;
+    std::vector<std::uint16_t const*> ks;
+    float const* qs[g_heads];
+    for (std::int64_t j = 0; j < nk; ++j) k.push_back(random_f16(static_cast<std::size_t>(n), gen));
+    for (int g = 0; g < g_heads; ++g) q.push_back(random_f32(static_cast<std::size_t>(n), gen));
+    for (auto const& r : k) ks.push_back(r.data());
+    for (int g = 0; g < g_heads; ++g) qs[g] = q[static_cast<std::size_t>(g)].data();
+    std::int64_t const stride = nk + 3;
+    std::vector<float> out(static_cast<std::size_t>(g_heads * stride), -1.0f);
+    af::dot_keys<g_heads, kp>(qs, ks.data(), nk, n, out.data(), stride);
+    INFO("G = " << g_heads << " KP = " << kp << " n = " << n << " keys " << nk);
+    for (int g = 0; g < g_heads; ++g) {
+      for (std::int64_t j = 0; j < nk; ++j)
+        CHECK(same_bits(out[static_cast<std::size_t>(g * stride + j)],
+                        af::scalar::dot(qs[g], ks[static_cast<std::size_t>(j)], n)));
+      for (std::int64_t j = nk; j < stride; ++j)
+        CHECK(out[static_cast<std::size_t>(g * stride + j)] == -1.0f);
+    }
+  };
+  using std::integral_constant;
+  for (std::int64_t n : {256, 64, 32, 40})
+    for (std::int64_t nk : {1, 2, 3, 8, 9, 17}) {
+      check(integral_constant<int, 4>{}, integral_constant<int, 2>{}, n, nk);
+      check(integral_constant<int, 2>{}, integral_constant<int, 4>{}, n, nk);
+      check(integral_constant<int, 1>{}, integral_constant<int, 8>{}, n, nk);
+      check(integral_constant<int, 4>{}, integral_constant<int, 1>{}, n, nk);
+    }
+}
+
+TEST_CASE("weighted_sum_heads gives each head scalar weighted_sum's bits, every first_acc") {
+  std::mt19937 gen(17);
+  auto check = [&](auto G, std::int64_t n, std::int64_t m, int first) {
+    constexpr int g_heads = decltype(G)::value;
+    std::vector<std::vector<std::uint16_t>> v;
+    std::vector<std::uint16_t const*> rows;
+    for (std::int64_t i = 0; i < m; ++i) v.push_back(random_f16(static_cast<std::size_t>(n), gen));
+    for (auto const& r : v) rows.push_back(r.data());
+    std::vector<std::vector<float>> p(g_heads), got(g_heads), want(g_heads);
+    float const* ps[g_heads];
+    float* outs[g_heads];
+    for (int g = 0; g < g_heads; ++g) {
+      auto& pg = p[static_cast<std::size_t>(g)];
+      for (std::int64_t i = 0; i < m; ++i) pg.push_back(std::fabs(random_f32(1, gen)[0]) / 8.0f);
+      got[static_cast<std::size_t>(g)].assign(static_cast<std::size_t>(n), 0.0f);
+      want[static_cast<std::size_t>(g)].assign(static_cast<std::size_t>(n), 0.0f);
+      ps[g] = pg.data();
+      outs[g] = got[static_cast<std::size_t>(g)].data();
+    }
+    af::weighted_sum_heads<g_heads>(rows.data(), ps, m, first, n, outs);
+    for (int g = 0; g < g_heads; ++g) {
+      auto const& w = want[static_cast<std::size_t>(g)];
+      af::scalar::weighted_sum(rows.data(), ps[g], m, first, n,
+                               want[static_cast<std::size_t>(g)].data());
+      INFO("G = " << g_heads << " n = " << n << " m = " << m << " first accumulator " << first
+                  << " head " << g);
+      CHECK(std::memcmp(outs[g], w.data(), w.size() * sizeof(float)) == 0);
+    }
+  };
+  using std::integral_constant;
+  for (std::int64_t n : {512, 256, 64, 24})
+    for (std::int64_t m : {1, 2, 7, 31, 32, 33, 95, 131})
+      for (int first = 0; first < af::key_accumulators; ++first) {
+        check(integral_constant<int, 4>{}, n, m, first);
+        check(integral_constant<int, 2>{}, n, m, first);
+        check(integral_constant<int, 1>{}, n, m, first);
+      }
+  // A span past 512 KiB of values, whose rows the AVX-512 path asks for ahead.
+  for (int first : {0, 13}) {
+    check(integral_constant<int, 4>{}, 256, 1100, first);
+    check(integral_constant<int, 1>{}, 256, 1100, first);
   }
 }

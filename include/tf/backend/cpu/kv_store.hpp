@@ -116,8 +116,9 @@ class kv_store {
   // f16 KV as llama.cpp's CPU path computes it, bit for bit while a stream's positions are its
   // cache cells: q and the probabilities rounded to f16, scores and outputs in its f16 dot order
   // (a key's place in the sums set by its position), its exp, its 8-key softmax chunks. A work
-  // item is one token's G query heads of one KV head (G as in attention), so each K row is
-  // converted once for the G; every head's sums are the same for every G.
+  // item is up to 8 consecutive tokens of one stream, each with G query heads of one KV head (G
+  // as in attention), so each K and V row is converted once for the G and read from L1 by the
+  // tile's tokens; every head's sums are the same for every G, tile and thread count.
   void attention_f16(kernels::cpu::thread_pool& pool, step const& s, std::int64_t n,
                      std::int64_t nh, float const* q, float* att, std::uint16_t const* K,
                      std::uint16_t const* V, float scale, std::int32_t window,
@@ -160,52 +161,104 @@ class kv_store {
     namespace af = kernels::cpu::attention_f16;
     namespace rows = kernels::cpu::kv_rows;
     constexpr std::int32_t accs = af::key_accumulators;
-    constexpr std::int32_t ahead = 8;  // keys between a row's prefetch and its use
+    constexpr int KP = 8 / G;             // keys per score pass: G * KP sums in the registers
+    constexpr std::int32_t block = 32;    // keys whose K rows a tile's tokens take from L1
+    constexpr std::int64_t max_tile = 8;  // tokens of one stream per work item
     std::int64_t const hd = layout_.head_dim, q_dim = hd * nh, group = nh / layout_.kv_heads;
-    std::int64_t const per_kv = group / G;
-    pool.parallel_for(n * layout_.kv_heads * per_kv, [&](std::int64_t w0, std::int64_t w1) {
+    std::int64_t const per_kv = group / G, per_tile = layout_.kv_heads * per_kv;
+    auto const stride = static_cast<std::size_t>(layout_.kv_heads * hd);
+    float const neg_inf = -std::numeric_limits<float>::infinity();
+    // Tiles of consecutive tokens of one stream; single tokens unless every thread gets several.
+    std::int64_t const tile = n >= 4 * max_tile * pool.size() ? max_tile : 1;
+    std::vector<std::int64_t> starts;
+    for (std::int64_t t = 0; t < n; ++t)
+      if (t == 0 || t - starts.back() == tile || &s.row_of(t) != &s.row_of(t - 1))
+        starts.push_back(t);
+    starts.push_back(n);
+    auto const tiles = static_cast<std::int64_t>(starts.size()) - 1;
+    // Tiles from the front and the back in turn: a causal tile's keys grow with its position, so
+    // each thread's contiguous share of items gets as many keys as the others.
+    std::vector<std::int64_t> order;
+    for (std::int64_t a = 0, b = tiles - 1; a <= b; ++a, --b) {
+      order.push_back(a);
+      if (a != b) order.push_back(b);
+    }
+    pool.parallel_for(tiles * per_tile, [&](std::int64_t w0, std::int64_t w1) {
       thread_local std::vector<float> scores, qs, probs;
-      thread_local std::vector<std::uint16_t const*> vrows;
-      qs.resize(static_cast<std::size_t>(G * hd));
+      thread_local std::vector<std::uint16_t const*> krows, vrows;
       for (std::int64_t w = w0; w < w1; ++w) {
-        auto const [t, kvh, h0, lo, p] = item_of(s, w, G, per_kv, window);
-        // Whole 32-key cycles around lo..p; the keys outside get no weight.
-        std::int32_t const a0 = lo - lo % accs, a1 = (p + accs) / accs * accs;
-        std::int64_t const span = a1 - a0;
-        auto row = [&](std::uint16_t const* base, std::int32_t j) {
-          return base + kv_at(s, t, j) + kvh * hd;
-        };
-        float const* qg[G];
-        for (int g = 0; g < G; ++g) {
-          rows::scale_round(q + t * q_dim + (h0 + g) * hd, scale, qs.data() + g * hd, hd);
-          qg[g] = qs.data() + g * hd;
+        auto const tl = static_cast<std::size_t>(order[static_cast<std::size_t>(w / per_tile)]);
+        std::int64_t const kvh = w / per_kv % layout_.kv_heads;
+        std::int64_t const h0 = kvh * (per_kv * G) + w % per_kv * G;
+        std::int64_t const t0 = starts[tl], nt = starts[tl + 1] - t0;
+        // Per token: keys lo..p, whole 32-key cycles a0.. (span keys) around them, where its
+        // scores start; the keys outside lo..p get no weight.
+        std::int32_t lo[max_tile], p[max_tile], a0[max_tile];
+        std::int64_t span[max_tile], at[max_tile];
+        std::int64_t total = 0;
+        for (std::int64_t u = 0; u < nt; ++u) {
+          p[u] = s.position(t0 + u);
+          lo[u] = window > 0 ? std::max(0, p[u] - window + 1) : 0;
+          a0[u] = lo[u] - lo[u] % accs;
+          span[u] = (p[u] + accs) / accs * accs - a0[u];
+          at[u] = total;
+          total += G * span[u];
         }
-        scores.assign(static_cast<std::size_t>(G * span), -std::numeric_limits<float>::infinity());
-        float sc[G];
-        for (std::int32_t j = lo; j <= p; ++j) {
-          if (j + ahead <= p) rows::prefetch_row(row(K, j + ahead), hd);
-          af::dot_heads<G>(qg, row(K, j), hd, sc);
-          for (int g = 0; g < G; ++g) scores[static_cast<std::size_t>(g * span + j - a0)] = sc[g];
+        std::int32_t const LO = *std::min_element(lo, lo + nt), P = *std::max_element(p, p + nt);
+        // K and V rows of LO..P (one stream, one page table), a page's rows one stride apart.
+        auto const keys = static_cast<std::size_t>(P - LO + 1);
+        krows.resize(keys);
+        vrows.resize(keys);
+        for (std::int32_t j = LO; j <= P;) {
+          std::int32_t const end = std::min(P + 1, (j / kv_.page_tokens + 1) * kv_.page_tokens);
+          std::size_t a = kv_at(s, t0, j) + static_cast<std::size_t>(kvh * hd);
+          for (; j < end; ++j, a += stride) {
+            krows[static_cast<std::size_t>(j - LO)] = K + a;
+            vrows[static_cast<std::size_t>(j - LO)] = V + a;
+          }
         }
-        if (softcap > 0.0f)
-          for (int g = 0; g < G; ++g)
-            cap_scores(scores.data() + g * span + (lo - a0), p - lo + 1, softcap);
-        float inv[G];
-        for (int g = 0; g < G; ++g) {
-          float* sg = scores.data() + g * span;
-          float const mx = kernels::cpu::vec_math::max_of(sg, span);
-          inv[g] = static_cast<float>(1.0 / af::exp_chunks(sg, span, mx));
+        qs.resize(static_cast<std::size_t>(nt * G * hd));
+        scores.resize(static_cast<std::size_t>(total));
+        float const* qg[max_tile][G];
+        float* sk[max_tile][G];  // token u's head g's score of key lo[u]
+        for (std::int64_t u = 0; u < nt; ++u)
+          for (int g = 0; g < G; ++g) {
+            float* qd = qs.data() + (u * G + g) * hd;
+            rows::scale_round(q + (t0 + u) * q_dim + (h0 + g) * hd, scale, qd, hd);
+            qg[u][g] = qd;
+            float* sg = scores.data() + at[u] + g * span[u];
+            sk[u][g] = sg + (lo[u] - a0[u]);
+            std::fill(sg, sk[u][g], neg_inf);
+            std::fill(sk[u][g] + (p[u] - lo[u] + 1), sg + span[u], neg_inf);
+          }
+        // Scores a block of keys at a time for every token of the tile.
+        for (std::int32_t jb = LO; jb <= P; jb += block) {
+          std::int32_t const je = std::min(P, jb + block - 1);
+          for (std::int32_t u = je + 1; u <= std::min(P, je + block); ++u)
+            rows::prefetch_row(krows[static_cast<std::size_t>(u - LO)], hd);
+          for (std::int64_t u = 0; u < nt; ++u) {
+            std::int32_t const j0 = std::max(jb, lo[u]), j1 = std::min(je, p[u]);
+            if (j0 <= j1)
+              af::dot_keys<G, KP>(qg[u], krows.data() + (j0 - LO), j1 - j0 + 1, hd,
+                                  sk[u][0] + (j0 - lo[u]), span[u]);
+          }
         }
-        // Values per head from the row pointers and f16-rounded probabilities of lo..p.
-        std::int64_t const m = p - lo + 1;
-        vrows.resize(static_cast<std::size_t>(m));
-        probs.resize(static_cast<std::size_t>(m));
-        for (std::int32_t j = lo; j <= p; ++j) vrows[static_cast<std::size_t>(j - lo)] = row(V, j);
-        for (int g = 0; g < G; ++g) {
-          float const* sg = scores.data() + g * span + (lo - a0);
-          rows::scale_round(sg, inv[g], probs.data(), m);
-          af::weighted_sum(vrows.data(), probs.data(), m, lo % accs, hd,
-                           att + t * q_dim + (h0 + g) * hd);
+        // Per token: each head's f16-rounded probabilities of lo..p, then the G heads' values.
+        for (std::int64_t u = 0; u < nt; ++u) {
+          std::int64_t const m = p[u] - lo[u] + 1;
+          probs.resize(static_cast<std::size_t>(G * m));
+          float const* pg[G];
+          float* og[G];
+          for (int g = 0; g < G; ++g) {
+            if (softcap > 0.0f) cap_scores(sk[u][g], m, softcap);
+            float* sg = scores.data() + at[u] + g * span[u];
+            float const mx = kernels::cpu::vec_math::max_of(sg, span[u]);
+            auto const inv = static_cast<float>(1.0 / af::exp_chunks(sg, span[u], mx));
+            rows::scale_round(sk[u][g], inv, probs.data() + g * m, m);
+            pg[g] = probs.data() + g * m;
+            og[g] = att + (t0 + u) * q_dim + (h0 + g) * hd;
+          }
+          af::weighted_sum_heads<G>(vrows.data() + (lo[u] - LO), pg, m, lo[u] % accs, hd, og);
         }
       }
     });
