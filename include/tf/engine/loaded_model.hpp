@@ -69,6 +69,9 @@ class loaded_model {
     return *codec_;
   }
 
+  /// Prompt tokens per forward in generate().
+  static constexpr std::size_t prefill_chunk = 512;
+
   /// Generates up to `max_tokens` after `prompt` in one stream (from position 0): each token goes
   /// to `on_token`; stops early at an end-of-generation token (not emitted; unless
   /// `stop_at_end` is false) or when `on_token` returns false.
@@ -95,7 +98,17 @@ class loaded_model {
       std::span<std::int32_t const> const h = history;
       forward_sample({&row, 1}, samplers, {&h, 1}, {&next, 1});
     };
-    feed(prompt, 0);
+    // The prompt in chunks, as llama.cpp's micro-batches: a chunk's activations stay in the
+    // caches, and a row's bits do not depend on its chunk. Only the last chunk samples.
+    std::vector<float> unused;
+    std::size_t at = 0;
+    for (; prompt.size() - at > prefill_chunk; at += prefill_chunk) {
+      unused.resize(static_cast<std::size_t>(vocab_size()));
+      batch_row row{prompt.subspan(at, prefill_chunk), static_cast<std::int32_t>(at), pages, false,
+                    slot};
+      forward({&row, 1}, unused.data());
+    }
+    feed(prompt.subspan(at), static_cast<std::int32_t>(at));
     generation out;
     auto const stops = codec_ && stop_at_end ? codec_->stop_tokens() : std::vector<std::int32_t>{};
     for (int i = 0; i < max_tokens; ++i) {
