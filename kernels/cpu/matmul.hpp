@@ -141,11 +141,25 @@ struct tiled_kernel {
   std::int64_t decoded = 0, tiled = 0;
 };
 
-template <class W>
-void decode_rows_0(const std::uint8_t* w, std::uint8_t* out, std::int64_t nb) {
+// A weight row of `nb` blocks W decoded block by block into D.
+template <class W, class D, void (*Decode)(const W&, D&)>
+void decode_rows(const std::uint8_t* w, std::uint8_t* out, std::int64_t nb) {
   const W* b = reinterpret_cast<const W*>(w);
-  auto* o = reinterpret_cast<avx512::block0_tiled*>(out);
-  for (std::int64_t i = 0; i < nb; ++i) avx512::decode0_tiled(b[i], o[i]);
+  D* o = reinterpret_cast<D*>(out);
+  for (std::int64_t i = 0; i < nb; ++i) Decode(b[i], o[i]);
+}
+
+// A tile kernel over the byte pointers tiled_kernel hands out.
+template <class D, class X, void (*Kernel)(const D*, const X*, std::int64_t, float*)>
+void dot_tiles(const std::uint8_t* w, const std::uint8_t* x, std::int64_t nb, float* out) {
+  Kernel(reinterpret_cast<const D*>(w), reinterpret_cast<const X*>(x), nb, out);
+}
+
+// Two int16 values as one int32 lane, lo in the low half.
+inline std::int32_t int16_pair(std::int32_t lo, std::int32_t hi) {
+  return static_cast<std::int32_t>(static_cast<std::uint16_t>(lo) |
+                                   static_cast<std::uint32_t>(static_cast<std::uint16_t>(hi))
+                                       << 16);
 }
 
 inline void tile_rows_0u(const std::uint8_t* x, std::int64_t arb, std::int64_t nb,
@@ -160,18 +174,6 @@ inline void tile_rows_0u(const std::uint8_t* x, std::int64_t arb, std::int64_t n
   }
 }
 
-template <int R>
-void dot_tile_0(const std::uint8_t* w, const std::uint8_t* x, std::int64_t nb, float* out) {
-  avx512::dot0_tile16<R>(reinterpret_cast<const avx512::block0_tiled*>(w),
-                         reinterpret_cast<const avx512::block_q8_0u_x16*>(x), nb, out);
-}
-
-inline void decode_rows_q4_k(const std::uint8_t* w, std::uint8_t* out, std::int64_t nb) {
-  const auto* b = reinterpret_cast<const block_q4_k*>(w);
-  auto* o = reinterpret_cast<avx512::block_q4_k_tiled*>(out);
-  for (std::int64_t i = 0; i < nb; ++i) avx512::decode_q4_k_tiled(b[i], o[i]);
-}
-
 inline void tile_rows_q8_k(const std::uint8_t* x, std::int64_t arb, std::int64_t nb,
                            std::uint8_t* out) {
   auto* tiles = reinterpret_cast<avx512::block_q8_k_x16*>(out);
@@ -179,27 +181,12 @@ inline void tile_rows_q8_k(const std::uint8_t* x, std::int64_t arb, std::int64_t
     const auto* xb = reinterpret_cast<const block_q8_k*>(x + r * arb);
     for (std::int64_t i = 0; i < nb; ++i) {
       tiles[i].d[r] = xb[i].d;
-      for (int m = 0; m < 4; ++m) {
-        const auto lo = static_cast<std::uint16_t>(xb[i].bsums[4 * m] + xb[i].bsums[4 * m + 1]);
-        const auto hi = static_cast<std::uint16_t>(xb[i].bsums[4 * m + 2] + xb[i].bsums[4 * m + 3]);
-        tiles[i].sum_pairs[m][r] =
-            static_cast<std::int32_t>(lo | static_cast<std::uint32_t>(hi) << 16);
-      }
+      for (int m = 0; m < 4; ++m)
+        tiles[i].sum_pairs[m][r] = int16_pair(xb[i].bsums[4 * m] + xb[i].bsums[4 * m + 1],
+                                              xb[i].bsums[4 * m + 2] + xb[i].bsums[4 * m + 3]);
       for (int g = 0; g < 64; ++g) std::memcpy(tiles[i].qs[g][r], xb[i].qs + 4 * g, 4);
     }
   }
-}
-
-template <int R>
-void dot_tile_q4_k(const std::uint8_t* w, const std::uint8_t* x, std::int64_t nb, float* out) {
-  avx512::dot_q4_k_tile16<R>(reinterpret_cast<const avx512::block_q4_k_tiled*>(w),
-                             reinterpret_cast<const avx512::block_q8_k_x16*>(x), nb, out);
-}
-
-inline void decode_rows_q6_k(const std::uint8_t* w, std::uint8_t* out, std::int64_t nb) {
-  const auto* b = reinterpret_cast<const block_q6_k*>(w);
-  auto* o = reinterpret_cast<avx512::block_q6_k_tiled*>(out);
-  for (std::int64_t i = 0; i < nb; ++i) avx512::decode_q6_k_tiled(b[i], o[i]);
 }
 
 inline void tile_rows_q8_k_q6(const std::uint8_t* x, std::int64_t arb, std::int64_t nb,
@@ -210,56 +197,49 @@ inline void tile_rows_q8_k_q6(const std::uint8_t* x, std::int64_t arb, std::int6
     for (std::int64_t i = 0; i < nb; ++i) {
       tiles[i].d[r] = xb[i].d;
       for (int l = 0; l < 8; ++l)
-        tiles[i].sum_pairs[l][r] = static_cast<std::int32_t>(
-            static_cast<std::uint16_t>(xb[i].bsums[2 * l]) |
-            static_cast<std::uint32_t>(static_cast<std::uint16_t>(xb[i].bsums[2 * l + 1])) << 16);
+        tiles[i].sum_pairs[l][r] = int16_pair(xb[i].bsums[2 * l], xb[i].bsums[2 * l + 1]);
       for (int g = 0; g < 64; ++g) std::memcpy(tiles[i].qs[g][r], xb[i].qs + 4 * g, 4);
     }
   }
-}
-
-template <int R>
-void dot_tile_q6_k(const std::uint8_t* w, const std::uint8_t* x, std::int64_t nb, float* out) {
-  avx512::dot_q6_k_tile16<R>(reinterpret_cast<const avx512::block_q6_k_tiled*>(w),
-                             reinterpret_cast<const avx512::block_q8_k_q6_x16*>(x), nb, out);
 }
 
 // The tiled kernel for weight type `t` on `path`, or one with null members where there is none.
 inline tiled_kernel tiled_kernel_for(tf::model::tensor_type t, isa path) {
   using tf::model::tensor_type;
   if (path != isa::avx512) return {};
+  namespace v = avx512;
   auto zero = [](auto decode) {
     return tiled_kernel{decode,
                         tile_rows_0u,
-                        dot_tile_0<1>,
-                        dot_tile_0<2>,
+                        dot_tiles<v::block0_tiled, v::block_q8_0u_x16, v::dot0_tile16<1>>,
+                        dot_tiles<v::block0_tiled, v::block_q8_0u_x16, v::dot0_tile16<2>>,
                         2,
-                        sizeof(avx512::block0_tiled),
-                        sizeof(avx512::block_q8_0u_x16)};
+                        sizeof(v::block0_tiled),
+                        sizeof(v::block_q8_0u_x16)};
   };
   switch (t) {
     case tensor_type::q4_0:
-      return zero(decode_rows_0<block_q4_0>);
+      return zero(decode_rows<block_q4_0, v::block0_tiled, v::decode0_tiled<block_q4_0>>);
     case tensor_type::q5_0:
-      return zero(decode_rows_0<block_q5_0>);
+      return zero(decode_rows<block_q5_0, v::block0_tiled, v::decode0_tiled<block_q5_0>>);
     case tensor_type::q8_0:
-      return zero(decode_rows_0<block_q8_0>);
+      return zero(decode_rows<block_q8_0, v::block0_tiled, v::decode0_tiled<block_q8_0>>);
     case tensor_type::q4_k:
-      return {decode_rows_q4_k,
+      return {decode_rows<block_q4_k, v::block_q4_k_tiled, v::decode_q4_k_tiled>,
               tile_rows_q8_k,
-              dot_tile_q4_k<1>,
-              dot_tile_q4_k<4>,
+              dot_tiles<v::block_q4_k_tiled, v::block_q8_k_x16, v::dot_q4_k_tile16<1>>,
+              dot_tiles<v::block_q4_k_tiled, v::block_q8_k_x16, v::dot_q4_k_tile16<4>>,
               4,
-              sizeof(avx512::block_q4_k_tiled),
-              sizeof(avx512::block_q8_k_x16)};
+              sizeof(v::block_q4_k_tiled),
+              sizeof(v::block_q8_k_x16)};
     case tensor_type::q6_k:
-      return {decode_rows_q6_k,
+      return {decode_rows<block_q6_k, v::block_q6_k_tiled, v::decode_q6_k_tiled>,
               tile_rows_q8_k_q6,
-              dot_tile_q6_k<1>,
-              dot_tile_q6_k<2>,
+              dot_tiles<v::block_q6_k_tiled, v::block_q8_k_q6_x16, v::dot_q6_k_tile16<1>>,
+              dot_tiles<v::block_q6_k_tiled, v::block_q8_k_q6_x16, v::dot_q6_k_tile16<2>>,
               2,
-              sizeof(avx512::block_q6_k_tiled),
-              sizeof(avx512::block_q8_k_q6_x16)};
+              sizeof(v::block_q6_k_tiled),
+              sizeof(v::block_q8_k_q6_x16)};
     default:
       return {};
   }
