@@ -336,8 +336,16 @@ inline void matmat0c_rows(tf::model::tensor_type t, const std::uint8_t* w, std::
         return avx512::matmat0c<2, W>(w, wrb, rows, x, nb, y, y_stride);
       case 3:
         return avx512::matmat0c<3, W>(w, wrb, rows, x, nb, y, y_stride);
-      default:
+      case 4:
         return avx512::matmat0c<4, W>(w, wrb, rows, x, nb, y, y_stride);
+      case 5:
+        return avx512::matmat0c<5, W>(w, wrb, rows, x, nb, y, y_stride);
+      case 6:
+        return avx512::matmat0c<6, W>(w, wrb, rows, x, nb, y, y_stride);
+      case 7:
+        return avx512::matmat0c<7, W>(w, wrb, rows, x, nb, y, y_stride);
+      default:
+        return avx512::matmat0c<8, W>(w, wrb, rows, x, nb, y, y_stride);
     }
   };
   if (t == tensor_type::q8_0) return run(static_cast<const block_q8_0*>(nullptr));
@@ -673,9 +681,9 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
     }
     if (few_rows) {
       const auto* xc = reinterpret_cast<const block_q8_0c* const*>(xr);
-      for (std::int64_t r0 = 0; r0 < p.b; r0 += 4)
+      for (std::int64_t r0 = 0; r0 < p.b; r0 += 8)
         detail::matmat0c_rows(p.w_type, wr, wrb, end - begin, xc + r0,
-                              std::min<std::int64_t>(4, p.b - r0), dot_n, p.y + r0 * p.n + begin,
+                              std::min<std::int64_t>(8, p.b - r0), dot_n, p.y + r0 * p.n + begin,
                               p.n);
       return;
     }
