@@ -395,12 +395,6 @@ inline void weighted_sum(const std::uint16_t* const* v, const float* p, std::int
   scalar::weighted_sum(v, p, m, first_acc, n, out);
 }
 
-/// Whether the default path has AVX-512 (F, BW, VL, VNNI).
-inline bool avx512_path() {
-  static const bool yes = default_isa() == isa::avx512;
-  return yes;
-}
-
 /// out[g * stride + j] = dot(q[g], k[j], n) for G query heads and nk keys (KP at a time where
 /// the AVX-512 path takes them).
 template <int G, int KP>

@@ -63,4 +63,10 @@ inline bool avx2_path() {
   return yes;
 }
 
+/// Whether the default path has AVX-512 (F, BW, VL, VNNI).
+inline bool avx512_path() {
+  static const bool yes = default_isa() == isa::avx512;
+  return yes;
+}
+
 }  // namespace tf::kernels::cpu

@@ -174,30 +174,23 @@ inline void tile_rows_0u(const std::uint8_t* x, std::int64_t arb, std::int64_t n
   }
 }
 
-inline void tile_rows_q8_k(const std::uint8_t* x, std::int64_t arb, std::int64_t nb,
-                           std::uint8_t* out) {
-  auto* tiles = reinterpret_cast<avx512::block_q8_k_x16*>(out);
+// Sixteen block_q8_k rows into tiles T: scales, the rows' activation sums as Pairs int16 pairs
+// (pair m: the sums of its two halves of 256 / Pairs elements), then the bytes four at a time.
+template <class T, int Pairs>
+void tile_rows_q8_k(const std::uint8_t* x, std::int64_t arb, std::int64_t nb, std::uint8_t* out) {
+  constexpr int per = 16 / (2 * Pairs);  // bsums (16 elements each) per half of a pair
+  auto* tiles = reinterpret_cast<T*>(out);
   for (int r = 0; r < 16; ++r) {
     const auto* xb = reinterpret_cast<const block_q8_k*>(x + r * arb);
     for (std::int64_t i = 0; i < nb; ++i) {
       tiles[i].d[r] = xb[i].d;
-      for (int m = 0; m < 4; ++m)
-        tiles[i].sum_pairs[m][r] = int16_pair(xb[i].bsums[4 * m] + xb[i].bsums[4 * m + 1],
-                                              xb[i].bsums[4 * m + 2] + xb[i].bsums[4 * m + 3]);
-      for (int g = 0; g < 64; ++g) std::memcpy(tiles[i].qs[g][r], xb[i].qs + 4 * g, 4);
-    }
-  }
-}
-
-inline void tile_rows_q8_k_q6(const std::uint8_t* x, std::int64_t arb, std::int64_t nb,
-                              std::uint8_t* out) {
-  auto* tiles = reinterpret_cast<avx512::block_q8_k_q6_x16*>(out);
-  for (int r = 0; r < 16; ++r) {
-    const auto* xb = reinterpret_cast<const block_q8_k*>(x + r * arb);
-    for (std::int64_t i = 0; i < nb; ++i) {
-      tiles[i].d[r] = xb[i].d;
-      for (int l = 0; l < 8; ++l)
-        tiles[i].sum_pairs[l][r] = int16_pair(xb[i].bsums[2 * l], xb[i].bsums[2 * l + 1]);
+      auto half = [&](int h) {
+        std::int32_t sum = 0;
+        for (int k = 0; k < per; ++k) sum += xb[i].bsums[h * per + k];
+        return sum;
+      };
+      for (int m = 0; m < Pairs; ++m)
+        tiles[i].sum_pairs[m][r] = int16_pair(half(2 * m), half(2 * m + 1));
       for (int g = 0; g < 64; ++g) std::memcpy(tiles[i].qs[g][r], xb[i].qs + 4 * g, 4);
     }
   }
@@ -226,7 +219,7 @@ inline tiled_kernel tiled_kernel_for(tf::model::tensor_type t, isa path) {
       return zero(decode_rows<block_q8_0, v::block0_tiled, v::decode0_tiled<block_q8_0>>);
     case tensor_type::q4_k:
       return {decode_rows<block_q4_k, v::block_q4_k_tiled, v::decode_q4_k_tiled>,
-              tile_rows_q8_k,
+              tile_rows_q8_k<v::block_q8_k_x16, 4>,
               dot_tiles<v::block_q4_k_tiled, v::block_q8_k_x16, v::dot_q4_k_tile16<1>>,
               dot_tiles<v::block_q4_k_tiled, v::block_q8_k_x16, v::dot_q4_k_tile16<4>>,
               4,
@@ -234,7 +227,7 @@ inline tiled_kernel tiled_kernel_for(tf::model::tensor_type t, isa path) {
               sizeof(v::block_q8_k_x16)};
     case tensor_type::q6_k:
       return {decode_rows<block_q6_k, v::block_q6_k_tiled, v::decode_q6_k_tiled>,
-              tile_rows_q8_k_q6,
+              tile_rows_q8_k<v::block_q8_k_q6_x16, 8>,
               dot_tiles<v::block_q6_k_tiled, v::block_q8_k_q6_x16, v::dot_q6_k_tile16<1>>,
               dot_tiles<v::block_q6_k_tiled, v::block_q8_k_q6_x16, v::dot_q6_k_tile16<2>>,
               2,
