@@ -1,5 +1,6 @@
 #pragma once
 /// Gemma 3 (gemma3 / gemma3_text): the family's traits. Its forward is gemma3_model.hpp.
+#include <families/gemma/gemma3_chat_template.hpp>
 #include <families/gemma/gemma3_model.hpp>
 #include <tf/family.hpp>
 
@@ -16,6 +17,7 @@ struct gemma3 {
   using hparams = gemma3_hparams;
   template <class B>
   using model = gemma3_model<B>;
+  static constexpr std::string_view builtin_chat_template = gemma3_chat_template;
 };
 
 }  // namespace tf::families::gemma

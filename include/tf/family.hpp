@@ -61,6 +61,16 @@ concept has_forward = requires {
   typename F::template model<B>;
 };
 
+/// The chat template a family brings for model files that carry none: its traits'
+/// `static constexpr std::string_view builtin_chat_template`, else empty (chat is refused).
+template <class F>
+constexpr std::string_view builtin_chat_template() {
+  if constexpr (requires { F::builtin_chat_template; })
+    return std::string_view(F::builtin_chat_template);
+  else
+    return {};
+}
+
 /// Instantiated once per registry line, so the compiler names the family on the failing line.
 template <class F>
 struct family_check {

@@ -42,7 +42,7 @@ TEST_CASE("Qwen3.5 and Nemotron 3 chat requests render and encode as HF and llam
     const std::string path = fixture("tokenizer/" + c["gguf"].get<std::string>());
     const auto file = tf::model::model_file::open(path);
     REQUIRE(tf::tokenizer::has_tokenizer(file, path));
-    const auto codec = tf::tokenizer::load_codec(file, path, name, /*gemma_fallback=*/false);
+    const auto codec = tf::tokenizer::load_codec(file, path, name, /*builtin_template=*/{});
     // The GGUF carries the model's own template, byte for byte.
     CHECK(codec.chat_template() ==
           read_file(fixture("jinja/" + c["template_file"].get<std::string>())));
@@ -70,7 +70,7 @@ TEST_CASE("Nemotron 3's GGUF adds BOS to the chat prompt, Qwen3.5's does not") {
     INFO(gguf);
     const std::string path = fixture("tokenizer/" + gguf);
     const auto file = tf::model::model_file::open(path);
-    const auto codec = tf::tokenizer::load_codec(file, path, gguf, false);
+    const auto codec = tf::tokenizer::load_codec(file, path, gguf, {});
     const auto ids = codec.encode_chat(msgs);
     REQUIRE(!ids.empty());
     CHECK((ids.front() == codec.tokens().vocab().bos) == bos_first);

@@ -94,7 +94,7 @@ TEST_CASE("Qwen3's template over the server: enable_thinking false adds the empt
       tf::model::gguf_file::open(std::string(TF_FIXTURES_DIR) + "/qwen/tiny/tiny-f32.gguf");
   auto const tok = tf::tokenizer::load_tokenizer(gguf);
   tf::tokenizer::text_codec const codec(
-      tok, "qwen3-tiny", read_text(std::string(TF_FIXTURES_DIR) + "/jinja/qwen3.jinja"), false);
+      tok, "qwen3-tiny", read_text(std::string(TF_FIXTURES_DIR) + "/jinja/qwen3.jinja"));
   auto const goldens = json::parse(read_text(std::string(TF_FIXTURES_DIR) + "/jinja/goldens.json"));
   auto golden = [&](bool think) {
     auto const name =

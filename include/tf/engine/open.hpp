@@ -53,7 +53,7 @@ class loaded_engine final : public loaded_model {
       : file_(std::move(file)), engine_(file_, shape(file_, o), backend_options<B>(o)) {
     if (tokenizer::has_tokenizer(file_, path))
       codec_.emplace(
-          tokenizer::load_codec(file_, path, path.filename().string(), F::name == "gemma3"));
+          tokenizer::load_codec(file_, path, path.filename().string(), builtin_chat_template<F>()));
   }
 
   std::string_view family() const override { return F::name; }

@@ -65,9 +65,10 @@ std::shared_ptr<served_model> open_served(std::filesystem::path const& path, ope
     auto const granted =
         size({F::name, E::kv_bytes_per_token(*file, o.kv), E::state_bytes_per_stream(*file)});
     host.parallel = granted.parallel;
-    auto codec = tokenizer::load_codec(*file, path, path.filename().string(), F::name == "gemma3");
+    auto codec =
+        tokenizer::load_codec(*file, path, path.filename().string(), builtin_chat_template<F>());
     if (!chat_template.empty())
-      codec = tokenizer::text_codec(codec.tokens(), codec.model_id(), chat_template, false);
+      codec = tokenizer::text_codec(codec.tokens(), codec.model_id(), chat_template);
     if (o.load == model::load_mode::read)
       file = std::make_unique<model::model_file>(model::model_file::open(path, o.load));
     kv_shape const kv{static_cast<std::int32_t>(granted.pages), o.page_tokens, o.kv,

@@ -12,22 +12,23 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace tf::tokenizer {
 
-/// A tokenizer, its model id and chat template. A model without a template gets the built-in Gemma
-/// 3 one only when `gemma_fallback` (other families' turns differ); otherwise chat is refused and
-/// plain prompts still work.
+/// A tokenizer, its model id and chat template. A model without a template gets
+/// `builtin_template` (its family's, tf::builtin_chat_template); when that is empty too, chat is
+/// refused and plain prompts still work.
 class text_codec {
  public:
   text_codec(tokenizer tok, std::string id, std::string chat_template = {},
-             bool gemma_fallback = true)
+             std::string_view builtin_template = {})
       : tok_(std::move(tok)),
         id_(std::move(id)),
-        template_(gemma_fallback ? std::string(chat_template_or_fallback(chat_template))
-                                 : chat_template) {
+        template_(chat_template.empty() ? std::string(builtin_template)
+                                        : std::move(chat_template)) {
     auto const& v = tok_.vocab();
     if (v.bos >= 0 && static_cast<std::size_t>(v.bos) < v.size()) bos_text_ = v.tokens[v.bos];
     if (v.eos >= 0 && static_cast<std::size_t>(v.eos) < v.size()) eos_text_ = v.tokens[v.eos];
@@ -88,15 +89,16 @@ inline bool has_tokenizer(model::model_file const& file, std::filesystem::path c
   return std::filesystem::exists(path / "tokenizer.json");
 }
 
-/// The codec of the model at `path` (opened as `file`); `id` names it in replies.
+/// The codec of the model at `path` (opened as `file`); `id` names it in replies, and
+/// `builtin_template` is the chat template when the file carries none.
 inline text_codec load_codec(model::model_file const& file, std::filesystem::path const& path,
-                             std::string id, bool gemma_fallback) {
+                             std::string id, std::string_view builtin_template) {
   if (auto const* g = file.gguf()) {
     if (!g->get_string("tokenizer.ggml.model"))
       throw error("tf: {} has no tokenizer (no tokenizer.ggml.model)", path.string());
     return {load_tokenizer(*g), std::move(id),
             std::string(g->get_string("tokenizer.chat_template").value_or(std::string_view{})),
-            gemma_fallback};
+            builtin_template};
   }
   auto const json = path / "tokenizer.json";
   if (!std::filesystem::exists(json))
@@ -108,7 +110,7 @@ inline text_codec load_codec(model::model_file const& file, std::filesystem::pat
     if (auto it = j.find("chat_template"); it != j.end() && it->is_string())
       chat_template = it->get<std::string>();
   }
-  return {load_hf_tokenizer(json), std::move(id), chat_template, gemma_fallback};
+  return {load_hf_tokenizer(json), std::move(id), chat_template, builtin_template};
 }
 
 }  // namespace tf::tokenizer
