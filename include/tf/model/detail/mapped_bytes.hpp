@@ -3,12 +3,14 @@
 /// huge pages, or an owned vector.
 #include <tf/error.hpp>
 #include <tf/model/load_mode.hpp>
+#include <tf/model/read_progress.hpp>
 
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -74,8 +76,11 @@ class mapped_bytes {
                                               huge * huge);
     ::madvise(base, m.map_len_ - huge, MADV_HUGEPAGE);  // a hint: 4 KiB pages still work
     std::size_t done = 0;
+    // Chunks of 64 MiB, so bytes_read() moves while a file of GiBs is read.
+    constexpr std::size_t chunk = std::size_t{64} << 20;
     while (done < m.size_) {
-      ssize_t n = ::pread(fd, base + done, m.size_ - done, static_cast<off_t>(done));
+      ssize_t n =
+          ::pread(fd, base + done, std::min(chunk, m.size_ - done), static_cast<off_t>(done));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         int e = n < 0 ? errno : 0;
@@ -84,6 +89,7 @@ class mapped_bytes {
                     e ? std::strerror(e) : "unexpected end of file");
       }
       done += static_cast<std::size_t>(n);
+      bytes_read().fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
     }
     ::close(fd);
     ::mprotect(p, m.map_len_, PROT_READ);
