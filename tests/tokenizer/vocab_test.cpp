@@ -12,6 +12,7 @@ TEST_CASE("GGUF model names and token types map to the enums") {
   CHECK(tf::tokenizer::model_kind_from_name("llama") == model_kind::spm);
   CHECK(tf::tokenizer::model_kind_from_name("gpt2") == model_kind::bpe);
   CHECK_THROWS_WITH(tf::tokenizer::model_kind_from_name("rwkv"), Catch::Contains("rwkv"));
+  CHECK(tf::tokenizer::model_kind_from_name("gemma4") == model_kind::spm_bpe);
   CHECK(tf::tokenizer::token_type_from_int(3) == token_type::control);
   CHECK(tf::tokenizer::token_type_from_int(6) == token_type::byte);
   CHECK(tf::tokenizer::token_type_from_int(0) == token_type::normal);

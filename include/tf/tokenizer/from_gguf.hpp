@@ -11,6 +11,18 @@
 
 namespace tf::tokenizer {
 
+/// What llama.cpp does to a "gemma4" vocab whatever its file says: BOS always added (its
+/// add_bos override), no space prefix, and the channel and tool-call markers user-defined (so
+/// they always match and always render, for the reply parsers; its converter writes them so).
+inline void force_spm_bpe_flags(vocab& v) {
+  v.add_bos = v.bos >= 0;
+  v.add_space_prefix = false;
+  if (v.types.size() != v.tokens.size()) return;
+  for (std::size_t i = 0; i < v.tokens.size(); ++i)
+    for (const auto text : detail::spm_bpe_visible_texts)
+      if (v.tokens[i] == text) v.types[i] = token_type::user_defined;
+}
+
 /// The vocab in `file`'s tokenizer.ggml.* keys; throws tf::error if they are missing or bad.
 inline vocab load_vocab(const tf::model::gguf_file& file) {
   vocab v;
@@ -29,9 +41,8 @@ inline vocab load_vocab(const tf::model::gguf_file& file) {
   v.types.reserve(types.size());
   for (const auto t : types) v.types.push_back(token_type_from_int(t));
   for (const auto m : file.get_string_array("tokenizer.ggml.merges")) v.merges.emplace_back(m);
-  if (v.kind == model_kind::bpe && v.merges.empty()) {
-    throw tf::error("tokenizer: {} is a gpt2 (BPE) vocab without tokenizer.ggml.merges",
-                    file.source());
+  if (v.kind != model_kind::spm && v.merges.empty()) {
+    throw tf::error("tokenizer: {} is a BPE vocab without tokenizer.ggml.merges", file.source());
   }
   auto id = [&](std::string_view key) -> std::int32_t {
     const auto value = file.get_int(key);
@@ -54,6 +65,7 @@ inline vocab load_vocab(const tf::model::gguf_file& file) {
   v.add_bos = file.get_bool("tokenizer.ggml.add_bos_token").value_or(bos_default) && v.bos >= 0;
   v.add_eos = file.get_bool("tokenizer.ggml.add_eos_token").value_or(false) && v.eos >= 0;
   v.add_space_prefix = file.get_bool("tokenizer.ggml.add_space_prefix").value_or(spm);
+  if (v.kind == model_kind::spm_bpe) force_spm_bpe_flags(v);
   return v;
 }
 

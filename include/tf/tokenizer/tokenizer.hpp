@@ -65,9 +65,19 @@ inline pre_style pre_style_from_name(std::string_view pre) {
 }
 
 /// Texts of turn-ending control tokens, so is_eog stops on them even without a GGUF eot id.
-inline constexpr std::array<std::string_view, 10> end_of_turn_texts{
-    "<end_of_turn>", "<|eot_id|>",    "<|im_end|>", "<|end|>",         "<|eom_id|>",
-    "<EOT>",         "<|endoftext|>", "<|user|>",   "<|observation|>", "<|return|>"};
+inline constexpr std::array<std::string_view, 11> end_of_turn_texts{
+    "<end_of_turn>", "<|eot_id|>", "<|im_end|>",      "<|end|>",    "<|eom_id|>", "<EOT>",
+    "<|endoftext|>", "<|user|>",   "<|observation|>", "<|return|>", "<turn|>"};
+
+/// Texts that end generation whatever their type: a "gemma4" vocab's tool-response opener is
+/// user-defined (it must render) yet ends the turn, as in llama.cpp.
+inline constexpr std::array<std::string_view, 1> end_of_turn_any_type{"<|tool_response>"};
+
+/// The "gemma4" vocab's channel, tool-call and string-quote markers: user-defined, as llama.cpp's
+/// converter writes them, so a reply's text keeps them for the parsers.
+inline constexpr std::array<std::string_view, 7> spm_bpe_visible_texts{
+    "<|channel>",       "<channel|>",       "<|tool_call>", "<tool_call|>",
+    "<|tool_response>", "<tool_response|>", "<|\"|>"};
 
 }  // namespace detail
 
@@ -156,7 +166,7 @@ class tokenizer {
         at_start = false;
         return;
       case token_type::byte:
-        if (v.kind == model_kind::spm) {
+        if (v.kind != model_kind::bpe) {
           out.push_back(static_cast<char>(impl_->byte_of[static_cast<std::size_t>(id)]));
           at_start = false;
           return;
@@ -166,7 +176,7 @@ class tokenizer {
         break;
     }
     const std::size_t start = out.size();
-    if (v.kind == model_kind::spm) {
+    if (v.kind != model_kind::bpe) {
       append_unescaped(text, out);
     } else {
       append_byte_level(text, out);
@@ -197,15 +207,19 @@ class tokenizer {
       index = detail::make_token_index(vocab);
       if (vocab.kind == model_kind::spm) {
         spm.emplace(vocab, index);
-        byte_of.assign(vocab.size(), 0);
-        for (int b = 0; b < 256; ++b) {
-          const std::int32_t id = spm->byte_id(static_cast<unsigned char>(b));
-          if (id >= 0) byte_of[static_cast<std::size_t>(id)] = static_cast<std::uint8_t>(b);
-        }
+      } else if (vocab.kind == model_kind::spm_bpe) {
+        bpe.emplace(vocab, index);
       } else {
         pre = detail::pre_style_from_name(vocab.pre);
         ignore_merges = vocab.ignore_merges || detail::is_llama3_pre(vocab.pre);
         bpe.emplace(vocab, index);
+      }
+      if (vocab.kind != model_kind::bpe) {
+        byte_of.assign(vocab.size(), 0);
+        for (int b = 0; b < 256; ++b) {
+          const std::int32_t id = detail::byte_token_id(index, static_cast<unsigned char>(b));
+          if (id >= 0) byte_of[static_cast<std::size_t>(id)] = static_cast<std::uint8_t>(b);
+        }
       }
       for (std::size_t i = 0; i < vocab.size(); ++i) {
         const auto id = static_cast<std::int32_t>(i);
@@ -227,6 +241,9 @@ class tokenizer {
           }
         }
       }
+      for (const auto text : detail::end_of_turn_any_type) {
+        if (const auto it = index.find(text); it != index.end()) eog.insert(it->second);
+      }
       if (vocab.eos >= 0) eog.insert(vocab.eos);
       if (vocab.eot >= 0) eog.insert(vocab.eot);
       for (const auto text : detail::end_of_turn_texts) {
@@ -245,7 +262,7 @@ class tokenizer {
     std::optional<bpe_model> bpe;
     detail::pre_style pre = detail::pre_style::gpt2;
     bool ignore_merges = false;         // a pre-token that is a whole token is that token
-    std::vector<std::uint8_t> byte_of;  // [n_tokens] byte of each <0xNN> token (spm)
+    std::vector<std::uint8_t> byte_of;  // [n_tokens] byte of each <0xNN> token (spm, spm_bpe)
     detail::special_trie special_all;   // control, unknown and user-defined tokens
     detail::special_trie special_user;  // user-defined tokens only
     std::unordered_set<std::int32_t> eog;
@@ -267,6 +284,10 @@ class tokenizer {
       m.spm->encode(escaped, out);
       return;
     }
+    if (m.vocab.kind == model_kind::spm_bpe) {
+      encode_spm_bpe(raw, out);
+      return;
+    }
     std::string encoded;
     for (const auto& s : detail::pre_tokenize(raw, m.pre)) {
       const std::string_view word = raw.substr(s.begin, s.end - s.begin);
@@ -279,6 +300,36 @@ class tokenizer {
         }
       }
       m.bpe->encode(word, out);
+    }
+  }
+
+  // Spaces become U+2581, then each run of newlines and each run of other text merges on its own
+  // (llama.cpp's "[^\n]+|[\n]+" split); a newline run that is a token is taken whole.
+  void encode_spm_bpe(std::string_view raw, std::vector<std::int32_t>& out) const {
+    const impl& m = *impl_;
+    std::string escaped;
+    escaped.reserve(raw.size() + raw.size() / 2);
+    for (const char c : raw) {
+      if (c == ' ') {
+        escaped += detail::spm_space;
+      } else {
+        escaped.push_back(c);
+      }
+    }
+    const std::string_view text = escaped;
+    for (std::size_t begin = 0; begin < text.size();) {
+      const bool newlines = text[begin] == '\n';
+      std::size_t end = newlines ? text.find_first_not_of('\n', begin) : text.find('\n', begin);
+      if (end == std::string_view::npos) end = text.size();
+      const std::string_view word = text.substr(begin, end - begin);
+      begin = end;
+      if (newlines) {
+        if (const auto it = m.index.find(word); it != m.index.end()) {
+          out.push_back(it->second);
+          continue;
+        }
+      }
+      m.bpe->encode_chars(word, m.index, out);
     }
   }
 

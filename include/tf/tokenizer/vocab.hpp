@@ -20,14 +20,17 @@ enum class token_type : std::uint8_t {
   byte = 6,
 };
 
-/// The tokenizer algorithm: SentencePiece-style (GGUF "llama") or byte-level BPE (GGUF "gpt2").
-enum class model_kind : std::uint8_t { spm, bpe };
+/// The tokenizer algorithm: SentencePiece-style (GGUF "llama"), byte-level BPE (GGUF "gpt2"), or
+/// BPE merges over UTF-8 characters with SentencePiece's U+2581 spaces and <0xNN> byte fallback
+/// (GGUF "gemma4", llama.cpp's LLAMA_VOCAB_PRE_TYPE_GEMMA4).
+enum class model_kind : std::uint8_t { spm, bpe, spm_bpe };
 
-/// Maps GGUF's tokenizer.ggml.model ("llama", "gpt2") to a model_kind.
+/// Maps GGUF's tokenizer.ggml.model ("llama", "gpt2", "gemma4") to a model_kind.
 inline model_kind model_kind_from_name(std::string_view name) {
   if (name == "llama") return model_kind::spm;
   if (name == "gpt2") return model_kind::bpe;
-  throw tf::error("tokenizer: model '{}' is not supported (supported: llama, gpt2)", name);
+  if (name == "gemma4") return model_kind::spm_bpe;
+  throw tf::error("tokenizer: model '{}' is not supported (supported: llama, gpt2, gemma4)", name);
 }
 
 /// Maps GGUF's token_type integer to a token_type (anything unknown counts as normal).

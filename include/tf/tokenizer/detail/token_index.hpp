@@ -23,6 +23,14 @@ inline token_index make_token_index(const vocab& v) {
   return index;
 }
 
+/// The id of the SentencePiece byte token "<0xNN>" for byte `b`, or -1.
+inline std::int32_t byte_token_id(const token_index& index, unsigned char b) {
+  constexpr std::string_view hex = "0123456789ABCDEF";
+  const std::array<char, 6> text{'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
+  const auto it = index.find(std::string_view(text.data(), text.size()));
+  return it == index.end() ? -1 : it->second;
+}
+
 /// A byte trie of token texts that finds the longest one starting at a position.
 class special_trie {
  public:
