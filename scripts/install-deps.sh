@@ -5,7 +5,9 @@ set -euo pipefail
 apt_packages=(build-essential cmake git python3 python3-pip libboost-dev catch2
               pkg-config libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
               # the fuzz targets: clang with libFuzzer and the sanitizer runtimes
-              clang-14 libclang-rt-14-dev)
+              clang-14 libclang-rt-14-dev
+              # the chat page's browser test: headless Chromium through Selenium's driver
+              chromium chromium-driver)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -27,6 +29,10 @@ fi
 # The live server tests talk to serve through the real OpenAI client.
 if ! python3 -c "import openai" 2>/dev/null; then
   pip_install openai
+fi
+# The chat page's browser test drives Chromium with Selenium (and Debian's chromedriver).
+if ! python3 -c "import selenium" 2>/dev/null; then
+  pip_install selenium
 fi
 # llama.cpp's own tokenizer test vectors (models/ggml-vocab-*.gguf with .inp/.out) from the
 # llama-cpp-python sdist the oracles use; the gemma4 vocab is 15 MB, too big to commit.

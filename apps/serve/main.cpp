@@ -5,10 +5,15 @@
 #include <tf/memory/budget.hpp>
 #include <tf/model/default_model.hpp>
 #include <tf/model/model_file.hpp>
+#include <tf/model/read_progress.hpp>
 #include <tf/serve/detail/chat_template_file.hpp>
 #include <tf/serve/detail/model_sampling.hpp>
 #include <tf/serve/http_server.hpp>
+#include <tf/serve/load_progress.hpp>
 #include <tf/serve/open_served.hpp>
+#include <tf/serve/web_page.hpp>
+#include <tf/tokenizer/from_hf.hpp>
+#include <tf_serve_web.hpp>
 #if defined(TF_WITH_CUDA)
 #include <tf/backend/cuda.hpp>
 #endif
@@ -23,6 +28,8 @@
 #include <string>
 #include <thread>
 #include <utility>
+
+#include <unistd.h>
 
 namespace {
 
@@ -40,6 +47,22 @@ std::uint64_t weight_bytes(std::filesystem::path const& path) {
   for (auto const& e : std::filesystem::directory_iterator(path))
     if (e.is_regular_file() && e.path().extension() == ".safetensors") n += e.file_size();
   return n;
+}
+
+/// Whether the model brings a chat template of its own (a GGUF's tokenizer.chat_template, a
+/// folder's tokenizer_config.json chat_template); the page opens a model without one, a base
+/// model, in completion mode.
+bool own_chat_template(std::filesystem::path const& path) {
+  if (std::filesystem::is_directory(path)) {
+    auto const config = path / "tokenizer_config.json";
+    if (!std::filesystem::exists(config)) return false;
+    auto const j = tf::tokenizer::read_json_file(config);
+    auto const it = j.find("chat_template");
+    return it != j.end() && it->is_string() && !it->get<std::string>().empty();
+  }
+  auto const file = tf::model::model_file::open(path, tf::model::load_mode::map);
+  auto const* g = file.gguf();
+  return g != nullptr && !g->get_string("tokenizer.chat_template").value_or("").empty();
 }
 
 }  // namespace
@@ -185,6 +208,7 @@ int main(int argc, char** argv) {
     lim.idle_timeout = std::chrono::seconds(keep_alive_timeout);
     lim.keep_alive_max = keep_alive_max;
     tf::serve::api_server server(hc, lim);
+    tf::serve::install_web_page(server.http(), tf::serve::generated::web_assets);
     int bound = server.bind();
     g_server = &server;
     std::signal(SIGINT, on_signal);
@@ -208,6 +232,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "tf: connections: {}\n", tf::serve::detail::limits_line(server.limits()));
 
     std::size_t const page_tokens = 256;
+    tf::serve::start_info start;  // the budget lines and template origin, for the page
     // One reading sizes the start: weights, streams, window, KV pages and kept prompts.
     auto size_start = [&](std::uint64_t model_bytes, std::uint64_t kv_bytes_per_token,
                           std::uint64_t state_bytes_per_stream) {
@@ -243,6 +268,7 @@ int main(int argc, char** argv) {
 #endif
       auto b = tf::memory::start_budget(kind, tf::memory::system_proc_reader(), device_reader, o);
       for (auto const& line : b.lines) fmt::print(stderr, "{}\n", line);
+      start.lines = b.lines;
       return b;
     };
     // KV storage is what the streams' windows need plus the kept-prompt budget, never more.
@@ -252,7 +278,7 @@ int main(int argc, char** argv) {
     };
     std::size_t parallel = 0;
     fmt::print(stderr, "tf: loading {}\n", path.string());
-    server.set_progress(0.1);
+    start.own_chat_template = !chat_template.empty() || own_chat_template(path);
     tf::open_options o;
     o.threads = static_cast<int>(threads);
     o.load = load == "read" || (load == "auto" && backend == "cpu") ? tf::model::load_mode::read
@@ -261,6 +287,11 @@ int main(int argc, char** argv) {
     o.page_tokens = static_cast<std::int32_t>(page_tokens);
     o.device = device;
     o.cuda_matmul = matmul;
+    // With the weights read into memory, /health's progress is the share read so far; a mapped
+    // file is read on first use, so it shows the start's steps.
+    bool const reading = o.load == tf::model::load_mode::read;
+    if (!reading) server.set_progress(0.1);
+    std::optional<tf::serve::load_progress_watch> watch;
     auto size_pool = [&](tf::serve::model_costs const& c) {
       // A stream's recurrent state is held twice: its slot and its lane's snapshot.
       auto b = size_start(weight_bytes(path), c.kv_bytes_per_token, 2 * c.state_bytes_per_stream);
@@ -268,7 +299,17 @@ int main(int argc, char** argv) {
       auto const pages = pool_pages(b);
       fmt::print(stderr, "tf: {} forward on the {}, {} KV pages of {} tokens\n", c.family,
                  backend == "cuda" ? "GPU" : "CPU", pages, page_tokens);
-      server.set_progress(0.3);
+      if (!reading) {
+        server.set_progress(0.3);
+      } else {
+        // The weights are read next: bytes of total, rate and ETA, as a terminal or a log suits.
+        auto const base = tf::model::bytes_read().load();
+        watch.emplace([base] { return tf::model::bytes_read().load() - base; }, weight_bytes(path),
+                      tf::serve::load_progress_printer(
+                          weight_bytes(path), ::isatty(STDERR_FILENO) == 1,
+                          [](std::string_view t) { fmt::print(stderr, "{}", t); }),
+                      [&server](double f) { server.set_progress(f); });
+      }
       return tf::serve::pool_size{parallel, pages};
     };
     std::shared_ptr<tf::serve::served_model> be;
@@ -283,6 +324,8 @@ int main(int argc, char** argv) {
     if (!be)
       be = tf::serve::open_served(path, o, {0, context, max_queue, page_tokens}, size_pool,
                                   chat_template);
+    if (watch) watch->finish();
+    server.set_start_info(start);
     server.set_model(be);
     server.set_progress(1.0);
     fmt::print(stderr, "tf: sampling defaults: {}\n", defaults.line());

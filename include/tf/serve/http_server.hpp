@@ -2,7 +2,7 @@
 /// The OpenAI-compatible HTTP API over a served_model: the server, its connection gate (limits
 /// and timeouts, detail/connection_gate.hpp), API-key auth, CORS and body limits. The routes live
 /// in routes_completions.hpp (chat and text completions) and routes_info.hpp (health, models, load,
-/// metrics, tokenize, detokenize).
+/// metrics, props, tokenize, detokenize).
 #include <tf/serve/openai_request.hpp>
 #include <tf/serve/served_model.hpp>
 #include <tf/serve/server_state.hpp>
@@ -98,6 +98,8 @@ class api_server {
   std::shared_ptr<served_model> model() const { return state_.model(); }
   /// Loading progress shown by /health while loading (0..1).
   void set_progress(double p) { state_.set_progress(p); }
+  /// The start's budget lines and template origin, for /props.
+  void set_start_info(start_info i) { state_.set_start_info(std::move(i)); }
 
   /// Binds; returns the port (a free one when cfg.port is 0). Throws tf::error when it cannot.
   int bind() {
@@ -135,9 +137,10 @@ class api_server {
            (!length.empty() && length.find_first_not_of('0') != std::string::npos);
   }
 
-  // Routes behind the API key: /v1 and the tokenizer's.
+  // Routes behind the API key: /v1, the tokenizer's and /props (the page itself is open).
   static bool needs_key(std::string const& path) {
-    return path.rfind("/v1", 0) == 0 || path == "/tokenize" || path == "/detokenize";
+    return path.rfind("/v1", 0) == 0 || path == "/tokenize" || path == "/detokenize" ||
+           path == "/props";
   }
 
   // Answers a keyed route without the API key (401); false when the request may go on.

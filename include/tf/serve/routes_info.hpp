@@ -1,6 +1,6 @@
 #pragma once
 /// The routes around the completions: /health, /v1/models, /v1/load, /metrics, and llama-server's
-/// /tokenize and /detokenize.
+/// /props, /tokenize and /detokenize.
 #include <tf/serve/completion_job.hpp>
 #include <tf/serve/detail/json_depth.hpp>
 #include <tf/serve/server_state.hpp>
@@ -107,6 +107,24 @@ inline void install_info_routes(httplib::Server& http, server_state& s) {
                        {"total", l.state_slots_total}}},
                      {"max_running_seen", l.max_running_seen},
                      {"rounds", l.rounds}};
+    res.set_content(j.dump(), "application/json");
+  });
+  // llama-server's /props, with what the web page needs: the mode that suits the model (chat
+  // when it brings its own template; a base model gets the completion page) and the budget lines.
+  http.Get("/props", [&s](httplib::Request const&, httplib::Response& res) {
+    auto b = s.ready_model();
+    auto const start = s.start();
+    auto const tmpl = b->chat_template();
+    bool const chat = !tmpl.empty();
+    nlohmann::json j{{"model", s.model_id(*b)},
+                     {"total_slots", b->config().parallel},
+                     {"n_ctx", b->config().context},
+                     {"chat_template", detail::valid_utf8(tmpl)},
+                     {"chat", chat},
+                     {"own_chat_template", start.own_chat_template},
+                     {"page_mode", chat && start.own_chat_template ? "chat" : "completion"},
+                     {"start_lines", start.lines},
+                     {"sampling_defaults", detail::defaults_json(s.config().sampling)}};
     res.set_content(j.dump(), "application/json");
   });
   http.Get("/metrics", [&s](httplib::Request const&, httplib::Response& res) {

@@ -1,6 +1,6 @@
 #pragma once
 /// What every route of the HTTP server shares: its settings, the served model once it has loaded,
-/// the loading progress and the reply ids.
+/// the loading progress, what the start reported and the reply ids.
 #include <tf/sample/defaults.hpp>
 #include <tf/serve/openai_request.hpp>
 #include <tf/serve/served_model.hpp>
@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace tf::serve {
 
@@ -28,6 +29,13 @@ struct http_config {
   sample::sampling_defaults sampling;  // what a request's omitted sampling fields take
   // How often a non-streamed request checks that its client is still connected.
   int client_check_ms = 100;
+};
+
+/// What a start tells the web page (/props): its budget lines, and whether the model brings a chat
+/// template of its own (the file's or --chat-template; a built-in fallback does not count).
+struct start_info {
+  std::vector<std::string> lines;
+  bool own_chat_template = false;
 };
 
 /// The routes' shared state.
@@ -56,6 +64,15 @@ class server_state {
     return cfg_.alias.empty() ? b.model_id() : cfg_.alias;
   }
 
+  void set_start_info(start_info i) {
+    std::lock_guard lock(mutex_);
+    start_ = std::move(i);
+  }
+  start_info start() const {
+    std::lock_guard lock(mutex_);
+    return start_;
+  }
+
   void set_progress(double p) { progress_.store(p); }
   double progress() const { return progress_.load(); }
   std::uint64_t next_id() { return ++next_id_; }
@@ -65,6 +82,7 @@ class server_state {
   http_config cfg_;
   mutable std::mutex mutex_;
   std::shared_ptr<served_model> model_;
+  start_info start_;
   std::atomic<double> progress_{0.0};
   std::atomic<std::uint64_t> next_id_{0};
   std::int64_t started_ = static_cast<std::int64_t>(std::time(nullptr));
