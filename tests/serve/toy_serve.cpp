@@ -1,9 +1,11 @@
 // toy_serve: the OpenAI server over the deterministic toy model (or, with --hybrid, the hybrid toy
 // with recurrent-state slots), for the live-server tests. Sized by the memory budget as serve is;
-// prints the same listening, budget and stop-census lines.
+// prints the same listening, budget and stop-census lines, and serves serve's chat page.
 #include <tf/error.hpp>
 #include <tf/memory/budget.hpp>
 #include <tf/serve/http_server.hpp>
+#include <tf/serve/web_page.hpp>
+#include <tf_serve_web.hpp>
 
 #include <fmt/format.h>
 
@@ -68,7 +70,7 @@ int main(int argc, char** argv) {
       if (flag != "--parallel" && flag != "--context" && flag != "--max-queue" &&
           flag != "--threads" && flag != "--port" && flag != "--reserve-gib" &&
           flag != "--cap-gib" && flag != "--prompt-cache-gib" && flag != "--chat-template" &&
-          flag != "--script")
+          flag != "--script" && flag != "--load-ms")
         throw tf::error("toy_serve: unknown flag {}", flag);
     std::size_t const context = number(args, "--context", 4096);
     std::size_t const max_queue = number(args, "--max-queue", 64);
@@ -76,6 +78,7 @@ int main(int argc, char** argv) {
     http_config hc;
     hc.port = static_cast<int>(number(args, "--port", 8080));
     api_server server(hc);
+    install_web_page(server.http(), tf::serve::generated::web_assets);
     int const bound = server.bind();
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
@@ -93,6 +96,12 @@ int main(int argc, char** argv) {
       }
     } guard{server, http};
     fmt::print(stderr, "tf: listening on http://{}:{} (loading)\n", hc.host, bound);
+    // --load-ms N: a load that takes N ms in ten steps, so /health and the page show it.
+    if (auto const ms = number(args, "--load-ms", 0); ms > 0)
+      for (int step = 1; step <= 10; ++step) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms / 10));
+        server.set_progress(step / 10.0);
+      }
 
     // The toy's "KV" is 64 bytes a token; the hybrid toy's state is 32 bytes a slot, and a
     // stream takes two (its own and its lane's prompt-end snapshot).
@@ -139,6 +148,8 @@ int main(int argc, char** argv) {
       model = std::make_shared<tf::serve::test::scripted_model>(
           model, tf::serve::test::scripts_from_json(
                      nlohmann::json::parse(tf::serve::test::read_file_text(it->second))));
+    // The page opens in chat mode when --chat-template gives the toy a template.
+    server.set_start_info({b.lines, args.contains("--chat-template")});
     server.set_model(model);
     server.set_progress(1.0);
     fmt::print(stderr, "tf: {} toy model: {} streams at once at a {}-token window; {} KV pages\n",

@@ -7,6 +7,10 @@ serve. Modes:
                    browser log has no error
   apikey BASE KEY  the page asks for the key, says so when a wrong one is refused, works with it
   completion BASE  a base model opens in completion mode and continues a text
+  loading BASE     (a toy whose load takes seconds) the page shows the loading progress from
+                   /health's 503 answers, then is ready
+  tools BASE       (a scripted toy whose reply thinks, then calls get_weather) the reasoning is
+                   shown folded and the call as a tool call, not as text
 --screenshot PATH saves the page as a PNG at the end. Prints "ok" last when every check passed.
 """
 import argparse
@@ -253,9 +257,60 @@ def check_completion(d, base, screenshot):
         d.save_screenshot(screenshot)
 
 
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+                                                    "days": {"type": "integer"}}}}}
+
+
+def check_tools(d, base):
+    d.get(base + "/")
+    wait_for("the page to be ready", lambda: text(d, "status") == "ready")
+    if body_data(d, "mode") != "chat":
+        fail("a toy with a chat template opened in mode " + body_data(d, "mode"))
+    set_field(d, "extra-fields", json.dumps({"tools": [WEATHER_TOOL]}))
+    send(d, "What is the weather in Paris?")
+    reply_done(d, 2)
+    m = last_assistant(d)
+    calls = m.find_elements(By.CSS_SELECTOR, ".tool-call")
+    if len(calls) != 1:
+        fail("%d tool calls shown, not 1" % len(calls))
+    call = calls[0].text
+    print("tool call:", call, flush=True)
+    if not call.startswith("tool call: get_weather(") or '"city"' not in call or "Paris" not in call:
+        fail("the tool call reads " + repr(call))
+    if "<tool_call>" in m.find_element(By.CSS_SELECTOR, ".content").text:
+        fail("the call was left in the text")
+    folded = m.find_elements(By.CSS_SELECTOR, "details.reasoning")
+    if not folded or folded[0].get_attribute("open") is not None:
+        fail("the reasoning is not shown folded")
+    reasoning = d.execute_script("return arguments[0].querySelector('div').textContent", folded[0])
+    if "The user wants weather" not in reasoning:
+        fail("the reasoning reads " + repr(reasoning))
+    errors = errors_in_log(d)
+    if errors:
+        fail("browser log errors: %s" % errors)
+
+
+def check_loading(d, base):
+    d.get(base + "/")
+    seen = set()
+
+    def progress():
+        if d.find_element(By.ID, "loading").is_displayed():
+            seen.add(text(d, "loading-text"))
+        return text(d, "status") == "ready"
+    wait_for("the load to finish", progress, limit=30)
+    print("loading states seen:", sorted(seen), flush=True)
+    if len(seen) < 2 or not all(t.endswith("%") and 0 <= int(t[:-1]) <= 100 for t in seen):
+        fail("the page did not show the load's progress: %s" % sorted(seen))
+    if d.find_element(By.ID, "loading").is_displayed():
+        fail("the loading bar is still shown once ready")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["chat", "apikey", "completion"])
+    ap.add_argument("mode", choices=["chat", "apikey", "completion", "tools", "loading"])
     ap.add_argument("base")
     ap.add_argument("key", nargs="?")
     ap.add_argument("--screenshot")
@@ -266,6 +321,10 @@ def main():
             check_chat(d, a.base, a.screenshot)
         elif a.mode == "apikey":
             check_apikey(d, a.base, a.key)
+        elif a.mode == "loading":
+            check_loading(d, a.base)
+        elif a.mode == "tools":
+            check_tools(d, a.base)
         else:
             check_completion(d, a.base, a.screenshot)
     finally:

@@ -1,16 +1,23 @@
 // The chat page in a real browser (headless Chromium driven by Selenium,
 // tests/serve/web_page_check.py) against the real serve binary: the Qwen3.5 tiny fixture with its
 // chat template (chat, streaming, the live panel, stop, then a balanced census), the same with
-// --api-key (the key prompt), and the default model, a base model (completion mode, the start's
-// progress lines, the screenshot docs/serving.md shows).
+// --api-key (the key prompt), toy_serve with a scripted reply (reasoning folded, a tool call shown
+// as one) and with a slow load (the loading bar), and the default model, a base model (completion
+// mode, the start's progress lines, the screenshot docs/serving.md shows).
 #include <tests/serve/live_server.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <string>
+#include <thread>
+
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 using namespace tf::test::live;
@@ -73,6 +80,48 @@ TEST_CASE("with --api-key the page asks for the key and says when it is refused"
   live_server s(args);
   REQUIRE(s.wait_ready(std::chrono::seconds(60)));
   check_page("apikey " + s.base() + " page-test-key");
+  CHECK(s.stop() == 0);
+}
+
+TEST_CASE("a reply's reasoning is shown folded and its tool call as a call (scripted toy)") {
+  REQUIRE(fs::exists(toy_binary()));
+  if (!have_browser()) return;
+  auto const script =
+      fs::temp_directory_path() / ("tf_page_script_" + std::to_string(::getpid()) + ".json");
+  nlohmann::json const lines = {
+      {{"when", ""},
+       {"reply",
+        "The user wants weather.\n</think>\n\n<tool_call>\n<function=get_weather>\n"
+        "<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
+        "</function>\n</tool_call>"}}};
+  std::ofstream(script) << lines.dump();
+  {
+    live_server s({"--chat-template", std::string(TF_FIXTURES_DIR) + "/jinja/qwen3_5.jinja",
+                   "--script", script.string()},
+                  toy_binary());
+    REQUIRE(s.wait_ready(std::chrono::seconds(60)));
+    check_page("tools " + s.base());
+    CHECK(s.stop() == 0);
+  }
+  fs::remove(script);
+}
+
+TEST_CASE("while the model loads the page shows /health's progress, then is ready") {
+  REQUIRE(fs::exists(toy_binary()));
+  if (!have_browser()) return;
+  live_server s({"--load-ms", "5000"}, toy_binary());
+  // The port from the listening line: /health answers 503 until the toy's load ends.
+  std::smatch m;
+  std::string log;
+  for (int i = 0;
+       i < 100 && !std::regex_search(log, m, std::regex(R"(listening on http://[^:]+:(\d+))"));
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    log = s.log();
+  }
+  REQUIRE(m.size() == 2);
+  check_page("loading http://127.0.0.1:" + m[1].str());
+  REQUIRE(s.wait_ready(std::chrono::seconds(30)));
   CHECK(s.stop() == 0);
 }
 
