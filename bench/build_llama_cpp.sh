@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's llama-bench and llama-server from the llama-cpp-python sdist (the llama.cpp the
+# Builds llama.cpp's llama-bench, llama-server and llama-perplexity from the llama-cpp-python sdist (the llama.cpp the
 # Python oracle vendors) in the configurations the benches compare against, each into its own
 # directory:
 #
@@ -95,7 +95,8 @@ for config in "${configs[@]}"; do
   bin="$dir/build/bin"
   echo "== $config: $dir"
   echo "cmake flags: $(printf '%q ' "${common[@]}" "${args[@]}")"
-  if [[ -x "$bin/llama-bench" && -x "$bin/llama-server" && -f "$dir/flags.txt" &&
+  if [[ -x "$bin/llama-bench" && -x "$bin/llama-server" && -x "$bin/llama-perplexity" &&
+        -f "$dir/flags.txt" &&
         "$(cat "$dir/flags.txt")" == "$flags" ]]; then
     echo "reusing the existing build (flags.txt matches)"
   else
@@ -104,7 +105,8 @@ for config in "${configs[@]}"; do
     nice -n 10 cmake -S "$src" -B "$dir/build" "${common[@]}" "${args[@]}" >"$dir/cmake.log" 2>&1 ||
       { tail -20 "$dir/cmake.log"; exit 1; }
     grep -E "Adding CPU backend variant|OpenMP|x86 detected" "$dir/cmake.log" || true
-    nice -n 10 cmake --build "$dir/build" --target llama-bench llama-server -j"$jobs" \
+    nice -n 10 cmake --build "$dir/build" --target llama-bench llama-server llama-perplexity \
+      -j"$jobs" \
       >"$dir/build.log" 2>&1 || { tail -40 "$dir/build.log"; exit 1; }
     echo "built in $((SECONDS - start)) s"
     printf '%s\n' "$flags" >"$dir/flags.txt"

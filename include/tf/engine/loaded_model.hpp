@@ -61,6 +61,9 @@ class loaded_model {
   virtual std::int64_t trained_context() const = 0;
   /// Gives generate() a window of `tokens` (a new KV store; a longer window costs memory).
   virtual void set_context(std::int32_t tokens) = 0;
+  /// A new KV store for `streams` streams of `tokens` positions each (stream i owns the pages
+  /// from i * ceil(tokens / page_tokens), and state slot i); generate() uses stream 0.
+  virtual void set_streams(std::int32_t tokens, std::int32_t streams) = 0;
 
   /// The tokenizer and chat template, where the file carries a tokenizer.
   tokenizer::text_codec const* codec() const { return codec_ ? &*codec_ : nullptr; }

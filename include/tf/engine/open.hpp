@@ -72,6 +72,13 @@ class loaded_engine final : public loaded_model {
   void set_context(std::int32_t tokens) override {
     engine_.reshape_kv(one_stream_shape(tokens, engine_.kv().page_tokens, engine_.kv().dtype));
   }
+  void set_streams(std::int32_t tokens, std::int32_t streams) override {
+    if (streams <= 0) throw error("tf: set_streams wants at least one stream, got {}", streams);
+    auto one = one_stream_shape(tokens, engine_.kv().page_tokens, engine_.kv().dtype);
+    one.num_pages *= streams;
+    one.num_state_slots = streams;
+    engine_.reshape_kv(one);
+  }
   engine_type& get() { return engine_; }
 
  private:

@@ -60,7 +60,61 @@ struct sample_result {
   std::int32_t token = 0;
   float logprob = 0.0f;
   std::vector<token_logprob> top;
+  std::int32_t rank = 0;  // scored tokens: 1 + how many tokens the model ranks above it
 };
+
+namespace detail {
+
+/// The largest logit; throws when it is not finite.
+inline float finite_max(std::span<float const> logits) {
+  float const mx =
+      kernels::cpu::vec_math::max_of(logits.data(), static_cast<std::int64_t>(logits.size()));
+  if (!std::isfinite(mx)) throw error("tf: sample() got no finite logit (max {})", mx);
+  return mx;
+}
+
+/// Log-sum-exp of the raw logits (mx their largest), and in out.top the `k` most likely tokens
+/// (ties to the lower id) with their logprobs: the model's own distribution, as OpenAI-style
+/// APIs report it. `order` is scratch space.
+inline double model_logprobs(std::span<float const> logits, float mx, int k,
+                             std::vector<std::int32_t>& order, sample_result& out) {
+  double const s =
+      kernels::cpu::vec_math::sum_exp(logits.data(), static_cast<std::int64_t>(logits.size()), mx);
+  double const lse = mx + std::log(s);
+  if (k > 0) {
+    auto const top = std::min<std::size_t>(static_cast<std::size_t>(k), logits.size());
+    order.resize(logits.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
+    auto better = [&](std::int32_t a, std::int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    };
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(),
+                      better);
+    out.top.clear();
+    for (std::size_t i = 0; i < top; ++i)
+      out.top.push_back({order[i], static_cast<float>(logits[order[i]] - lse)});
+  }
+  return lse;
+}
+
+}  // namespace detail
+
+/// The model's logprob of a given `token` in a row of raw logits and its `top` most likely
+/// alternatives, by the arithmetic sample() reports a sampled token's with: a prompt's tokens
+/// scored here equal the same tokens sampled, bit for bit.
+inline sample_result score_token(std::span<float const> logits, std::int32_t token, int top,
+                                 std::vector<std::int32_t>& scratch) {
+  if (token < 0 || static_cast<std::size_t>(token) >= logits.size())
+    throw error("tf: token {} is outside a row of {} logits", token, logits.size());
+  sample_result out;
+  out.token = token;
+  double const lse = detail::model_logprobs(logits, detail::finite_max(logits), top, scratch, out);
+  out.logprob = static_cast<float>(static_cast<double>(logits[token]) - lse);
+  auto const above =
+      std::count_if(logits.begin(), logits.end(), [v = logits[token]](float x) { return x > v; });
+  out.rank = static_cast<std::int32_t>(above) + 1;
+  return out;
+}
 
 /// Throws tf::error when a parameter is out of range.
 inline void validate(sampling_params const& p) {
@@ -156,33 +210,10 @@ class sampler {
   }
 
  private:
-  // The largest logit; throws when it is not finite.
-  static float finite_max(std::span<float const> logits) {
-    float const mx =
-        kernels::cpu::vec_math::max_of(logits.data(), static_cast<std::int64_t>(logits.size()));
-    if (!std::isfinite(mx)) throw error("tf: sample() got no finite logit (max {})", mx);
-    return mx;
-  }
+  static float finite_max(std::span<float const> logits) { return detail::finite_max(logits); }
 
-  // Log-sum-exp of the raw logits (mx their largest), and the top alternatives (the model's own
-  // distribution, as OpenAI-style APIs report it).
   void model_logprobs(std::span<float const> logits, float mx, sample_result& out) {
-    double const s = kernels::cpu::vec_math::sum_exp(logits.data(),
-                                                     static_cast<std::int64_t>(logits.size()), mx);
-    lse_ = mx + std::log(s);
-    if (params_.top_logprobs > 0) {
-      auto k = std::min<std::size_t>(static_cast<std::size_t>(params_.top_logprobs), logits.size());
-      order_.resize(logits.size());
-      for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<std::int32_t>(i);
-      auto better = [&](std::int32_t a, std::int32_t b) {
-        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-      };
-      std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(k),
-                        order_.end(), better);
-      out.top.clear();
-      for (std::size_t i = 0; i < k; ++i)
-        out.top.push_back({order_[i], static_cast<float>(logits[order_[i]] - lse_)});
-    }
+    lse_ = detail::model_logprobs(logits, mx, params_.top_logprobs, order_, out);
   }
 
   bool penalised(std::span<std::int32_t const> history) const {
