@@ -1,6 +1,7 @@
 // The built `serve` binary on the real default model: the OpenAI fields beyond the basics through
-// the real openai client (seed, n, logit_bias, echo, a refused field, tokenize), --alias,
-// --cors-origin and the sampling-default flags in the start-up lines and /v1/models, and
+// the real openai client (seed, n, logit_bias, echo, a forced tool call through the generic
+// fallback, tokenize), --alias, --cors-origin and the sampling-default flags in the start-up
+// lines and /v1/models, and
 // --chat-template (used when it parses, a start-up error when it does not), and a multi-turn chat
 // that reuses each earlier turn whole.
 #include <httplib.h>

@@ -8,8 +8,9 @@ checks at most PARALLEL run at once, some queue when N > PARALLEL, and every rep
 solo run (token_sha).
 MODE "api": the OpenAI fields beyond the basics: a drawn seed comes back in the reply's tf block
 and repeats the text when sent; n=2 gives two choices, the first equal to the single request with
-that seed; logit_bias forces a token; echo puts the prompt first; a field tf cannot honour
-(tools) is a 400 naming it; /tokenize and /detokenize round-trip.
+that seed; logit_bias forces a token; echo puts the prompt first; tool_choice required and a named
+function give a call on Gemma 3, whose template teaches no call format (the generic fallback);
+/tokenize and /detokenize round-trip.
 Prints "ok" and exits 0 on success; prints what failed and exits 1.
 """
 
@@ -190,19 +191,24 @@ def check_api(base):
     if echoed.choices[0].text != prompt + plain.choices[0].text:
         fail(f"echo: {echoed.choices[0].text!r} != {prompt + plain.choices[0].text!r}")
 
-    try:
-        client.chat.completions.create(
-            model=model, max_tokens=4, messages=[{"role": "user", "content": "hi"}],
-            tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}],
-            tool_choice="required",
+    # Gemma 3's template teaches no call format: the generic fallback forces a JSON call.
+    weather = [{"type": "function", "function": {
+        "name": "get_weather", "description": "Get the weather for a city.",
+        "parameters": {"type": "object", "required": ["city"],
+                       "properties": {"city": {"type": "string", "maxLength": 20}}}}}]
+    for choice in ["required", {"type": "function", "function": {"name": "get_weather"}}]:
+        r = client.chat.completions.create(
+            model=model, max_tokens=64, temperature=0, tools=weather, tool_choice=choice,
+            messages=[{"role": "user", "content": "What is the weather in Paris?"}],
         )
-        fail("a request with tool_choice required was answered")
-    except openai.BadRequestError as e:
-        body = e.body if isinstance(e.body, dict) else {}
-        err = body.get("error", body)
-        if err.get("param") != "tool_choice":
-            fail(f"the 400 for tool_choice names {err.get('param')!r}: {e.body}")
-    print("seed", seed, "repeats; n=2, logit_bias, echo, tool_choice required refused")
+        c = r.choices[0]
+        calls = c.message.tool_calls or []
+        if c.finish_reason != "tool_calls" or len(calls) != 1:
+            fail(f"tool_choice {choice!r}: {c.finish_reason} {c.message!r}")
+        args = json.loads(calls[0].function.arguments)
+        if calls[0].function.name != "get_weather" or not isinstance(args.get("city"), str):
+            fail(f"tool_choice {choice!r}: call {calls[0]!r}")
+    print("seed", seed, "repeats; n=2, logit_bias, echo, tool_choice required and named")
     print("ok")
 
 

@@ -58,6 +58,55 @@ TEST_CASE("the format a chat template teaches is detected") {
   CHECK(detect_tool_format(tmpl("nemotron_h.jinja")) == tool_format::xml_function);
   CHECK(detect_tool_format(tmpl("glm4_5.jinja")) == tool_format::glm45);
   CHECK(detect_tool_format(tmpl("gemma3.jinja")) == tool_format::none);
+  CHECK(detect_tool_format(tmpl("gemma4.jinja")) == tool_format::call_braces);
+}
+
+TEST_CASE("Gemma 4 braced tool calls parse whole and streamed, after its thought channel") {
+  reply_parser p(true, false, tool_format::call_braces, weather_tools, "<|channel>thought",
+                 "<channel|>");
+  auto r = parse_both(
+      "<|channel>thought\nThe user wants weather.\n<channel|><|tool_call>call:get_weather{"
+      "city:<|\"|>Paris, \"FR\"<|\"|>,days:3}<tool_call|>",
+      p);
+  CHECK(r.reasoning == "The user wants weather.");
+  CHECK(r.content.empty());
+  REQUIRE(r.calls.size() == 1);
+  CHECK(r.calls[0].name == "get_weather");
+  CHECK(json::parse(r.calls[0].arguments) == json{{"city", "Paris, \"FR\""}, {"days", 3}});
+  // Nested values, two calls, text around them.
+  r = parse_both(
+      "Let me check. <|tool_call>call:plan{stops:[<|\"|>a<|\"|>,2.5,{x:true}],opt:{k:null}}"
+      "<tool_call|><|tool_call>call:get_weather{}<tool_call|>",
+      reply_parser(false, false, tool_format::call_braces, weather_tools));
+  CHECK(r.content == "Let me check.");
+  REQUIRE(r.calls.size() == 2);
+  CHECK(json::parse(r.calls[0].arguments) ==
+        json::parse(R"({"stops": ["a", 2.5, {"x": true}], "opt": {"k": null}})"));
+  CHECK(r.calls[1].arguments == "{}");
+  // Malformed blocks stay content as written: a bare string, no "call:", a cut block.
+  for (std::string const bad : {"<|tool_call>call:f{city:Paris}<tool_call|>",
+                                "<|tool_call>f{}<tool_call|>", "<|tool_call>call:f{a:1"}) {
+    INFO(bad);
+    r = parse_both(bad, reply_parser(false, false, tool_format::call_braces, weather_tools));
+    CHECK(r.calls.empty());
+    CHECK(r.content == bad);
+  }
+}
+
+TEST_CASE("the generic fallback's JSON reply: a call, a response, or text as written") {
+  reply_parser const p(false, false, tool_format::generic_json, weather_tools);
+  auto r =
+      parse_both(R"({"tool_call": {"name": "get_weather", "arguments": {"city": "Paris"}}})", p);
+  REQUIRE(r.calls.size() == 1);
+  CHECK(r.calls[0].name == "get_weather");
+  CHECK(json::parse(r.calls[0].arguments) == json{{"city", "Paris"}});
+  CHECK(r.content.empty());
+  r = parse_both(R"({"response": "It is sunny."})", p);
+  CHECK(r.calls.empty());
+  CHECK(r.content == "It is sunny.");
+  r = parse_both("not json", p);
+  CHECK(r.calls.empty());
+  CHECK(r.content == "not json");
 }
 
 TEST_CASE("Qwen3 JSON tool calls parse whole and streamed; malformed ones stay content") {
@@ -304,7 +353,9 @@ json forced_body(json const& choice, std::uint64_t seed) {
 TEST_CASE("tool_choice required or named: every reply is a call whose arguments validate") {
   // JSON in tags (Qwen3), XML parameters (Qwen3.5; after the thinking part the prompt opened)
   // and GLM-4.5's tagged parameters.
-  auto const file = GENERATE(as<std::string>{}, "qwen3.jinja", "qwen3_5.jinja", "glm4_5.jinja");
+  // Gemma 4's braced calls, and Gemma 3's template (no call format) through the generic fallback.
+  auto const file = GENERATE(as<std::string>{}, "qwen3.jinja", "qwen3_5.jinja", "glm4_5.jinja",
+                             "gemma4.jinja", "gemma3.jinja");
   INFO(file);
   sampling_server s(file);
   auto c = s.srv.client();
@@ -356,9 +407,7 @@ TEST_CASE("tool_choice required or named: every reply is a call whose arguments 
   CHECK(test::post(c, "/v1/chat/completions", bad, 400)["error"]["param"] == "tool_choice");
 }
 
-TEST_CASE(
-    "tool_choice: none leaves calls as content; required and named are refused for a "
-    "format tf cannot force, by name") {
+TEST_CASE("tool_choice: none leaves calls as content; a tool without a name is refused") {
   scripted_server s("qwen3_5.jinja", {{"", call_reply}});
   auto c = s.srv.client();
   auto body = json::parse(golden("qwen3_5.jinja:tools_offered")["body"].get<std::string>());
@@ -385,4 +434,32 @@ TEST_CASE("enable_thinking false: the reply is all content") {
   r = test::post(c, "/v1/chat/completions", body, 200);
   CHECK(r["choices"][0]["message"]["reasoning_content"] == "Plain answer.");
   CHECK(r["choices"][0]["finish_reason"] == "stop");
+}
+
+TEST_CASE("Gemma 4 over HTTP: its thought channel is reasoning_content, its calls tool_calls") {
+  std::string const reply =
+      "<|channel>thought\nThe user wants weather.<channel|><|tool_call>call:get_weather{city:"
+      "<|\"|>Paris<|\"|>,days:3}<tool_call|>";
+  scripted_server s("gemma4.jinja", {{"", reply}});
+  auto c = s.srv.client();
+  auto body = json::parse(golden("gemma4.jinja:tools_offered")["body"].get<std::string>());
+  body["chat_template_kwargs"] = {{"enable_thinking", true}};
+  auto r = test::post(c, "/v1/chat/completions", body, 200);
+  auto const& m = r["choices"][0]["message"];
+  INFO(r.dump());
+  CHECK(m["reasoning_content"] == "The user wants weather.");
+  CHECK(m["content"].is_null());
+  REQUIRE(m["tool_calls"].size() == 1);
+  CHECK(m["tool_calls"][0]["function"]["name"] == "get_weather");
+  CHECK(json::parse(m["tool_calls"][0]["function"]["arguments"].get<std::string>()) ==
+        json{{"city", "Paris"}, {"days", 3}});
+  CHECK(r["choices"][0]["finish_reason"] == "tool_calls");
+  // Thinking off: the prompt closes an empty channel, so the reply is all content.
+  scripted_server plain("gemma4.jinja", {{"", "Plain answer."}});
+  auto c2 = plain.srv.client();
+  auto off = test::chat_body("hi", 50);
+  off["chat_template_kwargs"] = {{"enable_thinking", false}};
+  r = test::post(c2, "/v1/chat/completions", off, 200);
+  CHECK(r["choices"][0]["message"]["content"] == "Plain answer.");
+  CHECK(!r["choices"][0]["message"].contains("reasoning_content"));
 }

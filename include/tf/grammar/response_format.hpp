@@ -61,8 +61,9 @@ inline response_format parse_response_format(nlohmann::json const& f) {
   return r;
 }
 
-/// How a forced tool call is written: JSON in tags, or a tagged-parameter style.
-enum class call_style { json_in_tags, xml_function, glm45 };
+/// How a forced tool call is written: JSON in tags, a tagged-parameter style, the braced format,
+/// or llama-server's generic fallback (the reply one JSON object {"tool_call": {name, arguments}}).
+enum class call_style { json_in_tags, xml_function, glm45, call_braces, generic_json };
 
 /// A forced tool call: `prefix`, then one call to one of `tools` (OpenAI's list; `only` names
 /// the one function allowed, empty: any) in `style`, arguments valid under its parameters.
@@ -93,7 +94,40 @@ inline response_format tool_call_format(nlohmann::json const& tools, std::string
     case call_style::glm45:
       r.rules = compile_tagged_tool_call(allowed, glm45_style(), prefix);
       break;
+    case call_style::call_braces:
+      r.rules = compile_braced_tool_call(allowed, prefix);
+      break;
+    case call_style::generic_json:
+      r.rules = compile_json_tool_call(allowed, std::string(prefix) + R"({"tool_call": )", "}");
+      break;
   }
+  return r;
+}
+
+/// The generic fallback's reply under tool_choice "auto": {"tool_call": {"name", "arguments"}}
+/// for one of `tools`, or {"response": text} (llama-server's anyOf of the two).
+inline response_format generic_reply_format(nlohmann::json const& tools) {
+  auto calls = nlohmann::json::array();
+  for (auto const& t : tools) {
+    auto const& f = t["function"];
+    nlohmann::json args = f.value("parameters", nlohmann::json{{"type", "object"}});
+    if (args.is_null()) args = {{"type", "object"}};
+    calls.push_back(
+        {{"type", "object"},
+         {"properties", {{"name", {{"const", f["name"]}}}, {"arguments", std::move(args)}}},
+         {"required", {"name", "arguments"}}});
+  }
+  nlohmann::json const call = calls.size() == 1 ? calls[0] : nlohmann::json{{"anyOf", calls}};
+  nlohmann::json const schema = {
+      {"anyOf",
+       {{{"type", "object"}, {"properties", {{"tool_call", call}}}, {"required", {"tool_call"}}},
+        {{"type", "object"},
+         {"properties", {{"response", {{"type", "string"}}}}},
+         {"required", {"response"}}}}}};
+  response_format r;
+  r.type = "tool_call";
+  r.key = "generic_reply:" + schema.dump();
+  r.rules = compile_json_schema(schema);
   return r;
 }
 

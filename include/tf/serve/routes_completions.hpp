@@ -1,6 +1,7 @@
 #pragma once
 /// POST /v1/chat/completions and /v1/completions: parse, encode, submit n streams to the lane
 /// host, then answer whole (status with the finished reply) or as SSE.
+#include <tf/serve/chat_format.hpp>
 #include <tf/serve/completion_job.hpp>
 #include <tf/serve/detail/client_socket.hpp>
 #include <tf/serve/server_state.hpp>
@@ -105,7 +106,8 @@ class completion_routes {
     generation_request g;
     try {
       if (chat) {
-        g.prompt = b->encode_chat_ordered(rq.messages, chat_template_options(rq));
+        g.prompt = b->encode_chat_ordered(chat_prompt_messages(rq, b->chat_template()),
+                                          chat_template_options(rq));
       } else {
         g.prompt = b->encode_text(rq.prompt);
       }
@@ -140,60 +142,20 @@ class completion_routes {
     return j;
   }
 
-  // Whether the template thinks, and whether the prompt's end opened the thinking part.
-  static std::pair<bool, bool> thinking(served_model const& b, std::string const& tmpl,
-                                        std::vector<std::int32_t> const& prompt) {
-    bool const think = tmpl.find("<think>") != std::string::npos;
-    if (!think) return {false, false};
-    std::string tail;
-    for (auto k = prompt.size() > 16 ? prompt.size() - 16 : 0; k < prompt.size(); ++k)
-      tail += b.piece(prompt[k]);
-    return {true, prompt_opens_thinking(tail)};
-  }
-
-  // The chat reply's parser: reasoning split when the template thinks (inside the thinking part
-  // from the start when the prompt opened it), tool calls in the template's format when the
-  // request offers tools and tool_choice is not "none".
+  // The chat reply's parser: reasoning and tool calls as the template teaches them
+  // (chat_format.hpp).
   static reply_parser reply_parser_for(served_model const& b, openai_request const& rq,
                                        std::vector<std::int32_t> const& prompt) {
-    auto const tmpl = b.chat_template();
-    auto const [think, opened] = thinking(b, tmpl, prompt);
-    auto const format = !rq.tools.is_null() && rq.tool_choice != "none" ? detect_tool_format(tmpl)
-                                                                        : tool_format::none;
-    return reply_parser(think, opened, format, rq.tools);
+    return serve::reply_parser_for(b, rq, prompt);
   }
 
-  // The grammar a chat reply decodes under: a forced tool call in the template's format for
-  // tool_choice "required" or a named function (closing an opened thinking part first), else
-  // the request's response_format.
+  // The grammar a chat reply decodes under (chat_format.hpp's forced_format_for).
   static grammar::response_format forced_format(served_model& b, openai_request const& rq,
                                                 std::vector<std::int32_t> const& prompt) {
-    if (rq.tool_choice != "required" && rq.tool_choice != "function") return rq.response_format;
-    auto const tmpl = b.chat_template();
-    auto const format = detect_tool_format(tmpl);
-    if (rq.response_format.rules)
-      throw bad_request(b, api_error(400,
-                                     "'tool_choice' forcing a call and 'response_format' both "
-                                     "constrain the reply; send one of them",
-                                     "invalid_request_error", "tool_choice", "invalid_value"));
-    if (format == tool_format::none)
-      throw bad_request(
-          b, detail::unsupported(
-                 "tool_choice",
-                 fmt::format("'tool_choice' \"{}\" forces a call, but this model's chat template "
-                             "teaches no tool-call format tf knows; use \"auto\"",
-                             rq.tool_choice)));
-    auto const style = format == tool_format::json_in_tags   ? grammar::call_style::json_in_tags
-                       : format == tool_format::xml_function ? grammar::call_style::xml_function
-                                                             : grammar::call_style::glm45;
-    [[maybe_unused]] auto const [think, opened] = thinking(b, tmpl, prompt);
     try {
-      return grammar::tool_call_format(nlohmann::json(rq.tools), rq.tool_choice_name, style,
-                                       opened ? "</think>\n\n" : "");
-    } catch (grammar::schema_error const& e) {
-      throw bad_request(
-          b, api_error(400, e.what(), "invalid_request_error",
-                       e.keyword == "tool_choice" ? "tool_choice" : "tools", "invalid_value"));
+      return forced_format_for(b, rq, prompt);
+    } catch (api_error const& e) {
+      throw bad_request(b, e);
     }
   }
 

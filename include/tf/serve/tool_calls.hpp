@@ -14,7 +14,9 @@ enum class tool_format {
   none,          // the template teaches no call format: tools are offered, replies stay content
   json_in_tags,  // Qwen3 / Hermes: <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>
   xml_function,  // Qwen3.5, Nemotron-H: <tool_call>\n<function=f>\n<parameter=k>\nv\n</parameter>
-  glm45,  // GLM-4.5: <tool_call>f\n<arg_key>k</arg_key>\n<arg_value>v</arg_value></tool_call>
+  glm45,        // GLM-4.5: <tool_call>f\n<arg_key>k</arg_key>\n<arg_value>v</arg_value></tool_call>
+  call_braces,  // Gemma 4: <|tool_call>call:f{k:<|"|>text<|"|>,n:3}<tool_call|>
+  generic_json,  // no format taught: llama-server's fallback, the whole reply one JSON object
 };
 
 inline char const* to_string(tool_format f) {
@@ -25,14 +27,19 @@ inline char const* to_string(tool_format f) {
       return "xml_function";
     case tool_format::glm45:
       return "glm45";
+    case tool_format::call_braces:
+      return "call_braces";
+    case tool_format::generic_json:
+      return "generic_json";
     default:
       return "none";
   }
 }
 
-/// The format a chat template's text teaches the model.
+/// The format a chat template's text teaches the model (none: it teaches none).
 inline tool_format detect_tool_format(std::string_view tmpl) {
   auto has = [&](std::string_view s) { return tmpl.find(s) != std::string_view::npos; };
+  if (has("<|tool_call>call:")) return tool_format::call_braces;
   if (!has("<tool_call>")) return tool_format::none;
   if (has("<arg_key>")) return tool_format::glm45;
   if (has("<function=") && has("<parameter=")) return tool_format::xml_function;
@@ -42,6 +49,15 @@ inline tool_format detect_tool_format(std::string_view tmpl) {
 
 inline constexpr std::string_view tool_call_open = "<tool_call>";
 inline constexpr std::string_view tool_call_close = "</tool_call>";
+
+/// The tags around one call in a reply, per format (generic_json has none: the reply is the call).
+struct tool_call_tags {
+  std::string_view open, close;
+};
+inline tool_call_tags call_tags(tool_format f) {
+  if (f == tool_format::call_braces) return {"<|tool_call>", "<tool_call|>"};
+  return {tool_call_open, tool_call_close};
+}
 
 /// One parsed call: the function's name and its arguments as JSON text (OpenAI's shape).
 struct parsed_tool_call {
@@ -177,6 +193,120 @@ inline std::optional<parsed_tool_call> parse_glm45_call(std::string_view body,
   return c;
 }
 
+// Gemma 4's argument syntax: JSON with bare keys and strings between <|"|> marks (its template's
+// format_argument); a value that does not parse gives nullopt.
+class braced_reader {
+ public:
+  explicit braced_reader(std::string_view s) : s_(s) {}
+
+  std::optional<nlohmann::ordered_json> value() {
+    skip_ws();
+    if (at(quote)) {
+      auto const end = s_.find(quote, i_ + quote.size());
+      if (end == std::string_view::npos) return std::nullopt;
+      std::string text(s_.substr(i_ + quote.size(), end - i_ - quote.size()));
+      i_ = end + quote.size();
+      return nlohmann::ordered_json(std::move(text));
+    }
+    if (at("{")) return object();
+    if (at("[")) return array();
+    auto const end = s_.find_first_of(",}]", i_);
+    auto const word = trim_ws(s_.substr(i_, end == std::string_view::npos ? s_.npos : end - i_));
+    auto v = nlohmann::ordered_json::parse(word, nullptr, false);
+    if (word.empty() || v.is_discarded() || v.is_object() || v.is_array() || v.is_string())
+      return std::nullopt;
+    i_ = end == std::string_view::npos ? s_.size() : end;
+    return v;
+  }
+
+  std::optional<nlohmann::ordered_json> object() {
+    ++i_;  // {
+    auto out = nlohmann::ordered_json::object();
+    skip_ws();
+    if (at("}")) return ++i_, out;
+    for (;;) {
+      skip_ws();
+      std::string key;
+      if (at(quote)) {  // a quoted key, as the template writes a nested mapping's keys
+        auto k = value();
+        if (!k) return std::nullopt;
+        key = k->get<std::string>();
+      } else {
+        auto const colon = s_.find_first_of(":}", i_);
+        if (colon == std::string_view::npos || s_[colon] != ':') return std::nullopt;
+        key = std::string(trim_ws(s_.substr(i_, colon - i_)));
+        i_ = colon;
+      }
+      skip_ws();
+      if (key.empty() || !at(":")) return std::nullopt;
+      ++i_;
+      auto v = value();
+      if (!v) return std::nullopt;
+      out[key] = std::move(*v);
+      skip_ws();
+      if (at("}")) return ++i_, out;
+      if (!at(",")) return std::nullopt;
+      ++i_;
+    }
+  }
+
+  std::optional<nlohmann::ordered_json> array() {
+    ++i_;  // [
+    auto out = nlohmann::ordered_json::array();
+    skip_ws();
+    if (at("]")) return ++i_, out;
+    for (;;) {
+      auto v = value();
+      if (!v) return std::nullopt;
+      out.push_back(std::move(*v));
+      skip_ws();
+      if (at("]")) return ++i_, out;
+      if (!at(",")) return std::nullopt;
+      ++i_;
+    }
+  }
+
+  bool done() {
+    skip_ws();
+    return i_ == s_.size();
+  }
+
+ private:
+  static constexpr std::string_view quote = "<|\"|>";
+  bool at(std::string_view t) const { return s_.substr(i_).starts_with(t); }
+  void skip_ws() {
+    while (i_ < s_.size() && std::string_view(" \t\r\n").find(s_[i_]) != std::string_view::npos)
+      ++i_;
+  }
+  std::string_view s_;
+  std::size_t i_ = 0;
+};
+
+// call:NAME{args}
+inline std::optional<parsed_tool_call> parse_braced_call(std::string_view body) {
+  auto s = trim_ws(body);
+  constexpr std::string_view call = "call:";
+  if (!s.starts_with(call)) return std::nullopt;
+  auto const brace = s.find('{');
+  if (brace == std::string_view::npos) return std::nullopt;
+  parsed_tool_call c{std::string(trim_ws(s.substr(call.size(), brace - call.size()))), {}};
+  if (c.name.empty() || c.name.find_first_of(" \t\n{}<>:") != std::string::npos)
+    return std::nullopt;
+  braced_reader r(s.substr(brace));
+  auto args = r.object();
+  if (!args || !r.done()) return std::nullopt;
+  c.arguments = args->dump();
+  return c;
+}
+
+// {"tool_call": {"name", "arguments"}} (the generic fallback's reply); a "response" reply is
+// content, not a call.
+inline std::optional<parsed_tool_call> parse_generic_call(std::string_view body) {
+  auto v = nlohmann::ordered_json::parse(trim_ws(body), nullptr, false);
+  if (v.is_discarded() || !v.is_object() || !v.contains("tool_call")) return std::nullopt;
+  return parse_json_call(v["tool_call"].dump());
+}
+
 }  // namespace detail
 
 /// One call's text (between <tool_call> and </tool_call>) in format `f`; nullopt when malformed.
@@ -191,6 +321,10 @@ inline std::optional<parsed_tool_call> parse_tool_call(
       return detail::parse_xml_call(body, tools);
     case tool_format::glm45:
       return detail::parse_glm45_call(body, tools);
+    case tool_format::call_braces:
+      return detail::parse_braced_call(body);
+    case tool_format::generic_json:
+      return detail::parse_generic_call(body);
     default:
       return std::nullopt;
   }

@@ -33,21 +33,23 @@ class tool_call_streamer {
       buf_.clear();
       return;
     }
+    if (format_ == tool_format::generic_json) return feed_whole(final, out);
+    auto const [open_tag, close_tag] = call_tags(format_);
     for (;;) {
       if (!inside_) {
-        auto at = buf_.find(tool_call_open);
+        auto at = buf_.find(open_tag);
         if (at != std::string::npos) {
           auto before = std::string_view(buf_).substr(0, at);
           auto last = before.find_last_not_of(" \t\r\n");
           auto const cut = last == std::string_view::npos ? 0 : last + 1;
           emit_text(before.substr(0, cut), true, out);
           gap_ = before.substr(cut);  // dropped if a call follows, kept if the block is text
-          buf_.erase(0, at + tool_call_open.size());
+          buf_.erase(0, at + open_tag.size());
           inside_ = true;
           continue;
         }
         // Hold back a partial start tag and trailing whitespace (dropped if a call follows).
-        std::size_t keep = final ? 0 : partial_tag_suffix(buf_, tool_call_open);
+        std::size_t keep = final ? 0 : partial_tag_suffix(buf_, open_tag);
         if (!final) {
           auto body = std::string_view(buf_).substr(0, buf_.size() - keep);
           auto last = body.find_last_not_of(" \t\r\n");
@@ -57,18 +59,18 @@ class tool_call_streamer {
         buf_.erase(0, buf_.size() - keep);
         return;
       }
-      auto end = buf_.find(tool_call_close);
+      auto end = buf_.find(close_tag);
       if (end == std::string::npos && !final) return;
       auto body = std::string_view(buf_).substr(0, end == std::string::npos ? buf_.size() : end);
       if (auto c = parse_tool_call(format_, body, tools_)) {
         out.calls.push_back(std::move(*c));
         ++calls_;
       } else {
-        std::string raw = gap_ + std::string(tool_call_open) + std::string(body);
-        if (end != std::string::npos) raw += tool_call_close;
+        std::string raw = gap_ + std::string(open_tag) + std::string(body);
+        if (end != std::string::npos) raw += close_tag;
         emit_text(raw, true, out);
       }
-      buf_.erase(0, end == std::string::npos ? buf_.size() : end + tool_call_close.size());
+      buf_.erase(0, end == std::string::npos ? buf_.size() : end + close_tag.size());
       inside_ = false;
       if (buf_.empty() && !final) return;
     }
@@ -77,6 +79,23 @@ class tool_call_streamer {
   std::size_t calls() const { return calls_; }
 
  private:
+  // The generic fallback's reply is one JSON object, parsed once it is whole: a call, a
+  // {"response": text} answer (content), or, when neither, the text as written.
+  void feed_whole(bool final, reply_piece& out) {
+    if (!final) return;
+    if (auto c = parse_tool_call(format_, buf_, tools_)) {
+      out.calls.push_back(std::move(*c));
+      ++calls_;
+    } else {
+      auto v = nlohmann::ordered_json::parse(buf_, nullptr, false);
+      bool const answer = !v.is_discarded() && v.is_object() && v.contains("response");
+      out.content += answer ? (v["response"].is_string() ? v["response"].get<std::string>()
+                                                         : v["response"].dump())
+                            : buf_;
+    }
+    buf_.clear();
+  }
+
   // Content text; whitespace-only text next to a call is dropped (`settled`: nothing may follow
   // it without a call or the end in between).
   void emit_text(std::string_view s, bool settled, reply_piece& out) {
@@ -99,8 +118,11 @@ class tool_call_streamer {
 class reply_parser {
  public:
   reply_parser() : reply_parser(false, false, tool_format::none, {}) {}
-  reply_parser(bool think, bool starts_inside, tool_format f, nlohmann::ordered_json tools)
-      : think_(think, starts_inside), calls_(f, std::move(tools)) {}
+  /// `open` and `close` are the template's reasoning tags (chat_format.hpp's table).
+  reply_parser(bool think, bool starts_inside, tool_format f, nlohmann::ordered_json tools,
+               std::string open = "<think>", std::string close = "</think>")
+      : think_(think, starts_inside, std::move(open), std::move(close)),
+        calls_(f, std::move(tools)) {}
 
   reply_piece feed(std::string_view text, bool final) {
     auto r = think_.feed(text, final);
