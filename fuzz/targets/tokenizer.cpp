@@ -1,8 +1,8 @@
 // Fuzzes the tokenizers: encode of arbitrary bytes and decode (whole and streamed) of arbitrary
-// ids, over SentencePiece and byte-level BPE vocabs (each pre-tokenizer tf knows). Byte 0 picks
-// the vocab, byte 1 the mode; the rest is the text, or little-endian int32 ids.
-// Contract: encode never throws below 4 GiB; decode throws tf::error only for an id outside
-// the vocab; stream_decoder returns valid UTF-8.
+// ids, over SentencePiece, byte-level BPE (each pre-tokenizer tf knows) and gemma4 vocabs. Byte 0
+// picks the vocab, byte 1 the mode; the rest is the text, or little-endian int32 ids. Contract:
+// encode never throws below 4 GiB; decode throws tf::error only for an id outside the vocab;
+// stream_decoder returns valid UTF-8.
 #include <tf/model/gguf.hpp>
 #include <tf/tokenizer/from_gguf.hpp>
 #include <tf/tokenizer/from_hf.hpp>
@@ -24,6 +24,7 @@ std::vector<tf::tokenizer::tokenizer> const& vocabs() {
     out.emplace_back(toy::spm(false));
     out.emplace_back(toy::spm(true));
     out.emplace_back(toy::bpe("qwen2"));
+    out.emplace_back(toy::spm_bpe());
     for (auto name : {"bpe_qwen2.gguf", "bpe_qwen35.gguf", "bpe_pixtral.gguf"})
       out.push_back(tk::load_tokenizer(
           tf::model::gguf_file::open(std::string(TF_FIXTURES_DIR) + "/tokenizer/" + name)));

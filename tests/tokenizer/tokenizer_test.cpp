@@ -149,3 +149,34 @@ TEST_CASE("copies share the tables and stay valid after the original is gone") {
   made.reset();
   CHECK(copy.encode("hello world", true, true) == want);
 }
+
+TEST_CASE("the gemma4 kind merges characters, splits off newline runs and falls back to bytes") {
+  const tokenizer t(toy::spm_bpe());
+  const auto sp = [&](const std::string& s) { return id(t, s); };
+  // Spaces become U+2581 with no prefix; merges run over characters by rank.
+  CHECK(t.encode("hello world", false, false) ==
+        std::vector<std::int32_t>{sp("hello"), sp("\xE2\x96\x81wor"), sp("l"), sp("d")});
+  CHECK(t.encode(" hello", false, false) == std::vector<std::int32_t>{sp("\xE2\x96\x81hello")});
+  // A newline run that is a token is taken whole; a longer one merges its pieces; the text
+  // either side merges on its own (no merge across a newline).
+  CHECK(t.encode("a\n\nb", false, false) ==
+        std::vector<std::int32_t>{sp("a"), sp("\n\n"), sp("b")});
+  CHECK(t.encode("aa\n\n\naa", false, false) ==
+        std::vector<std::int32_t>{sp("aa"), sp("\n"), sp("\n"), sp("\n"), sp("aa")});
+  // A character with no token falls back to its UTF-8 bytes, as do invalid bytes.
+  CHECK(t.encode("z\xC3\xA9", false, false) ==
+        std::vector<std::int32_t>{sp("<0x7A>"), sp("<0xC3>"), sp("<0xA9>")});
+  // A lead byte takes as many bytes as it announces (llama.cpp's cut), valid or not.
+  CHECK(t.encode("\xFF"
+                 "a",
+                 false, false) == std::vector<std::int32_t>{sp("<0xFF>"), sp("<0x61>")});
+  CHECK(t.encode("a\xFF", false, false) == std::vector<std::int32_t>{sp("a"), sp("<0xFF>")});
+  // BOS as asked; user-defined marks always match; decode is SentencePiece's.
+  const auto ids = t.encode("<bos>x <|tool_call>hello", true, true);
+  CHECK(ids.front() == t.vocab().bos);
+  CHECK(ids[1] == t.vocab().bos);
+  CHECK(t.decode(ids) == "x <|tool_call>hello");
+  CHECK(t.is_eog(sp("<turn|>")));
+  CHECK(t.decode(t.encode(" hello world\n\nz\xC3\xA9", false, false)) ==
+        " hello world\n\nz\xC3\xA9");
+}

@@ -84,4 +84,42 @@ inline tf::tokenizer::vocab bpe(std::string pre = "qwen2") {
   return v;
 }
 
+/// A "gemma4" vocab (BPE over characters, U+2581 spaces): specials, newline runs, byte tokens,
+/// single characters (but no 'z' or 'é') and a few merges.
+inline tf::tokenizer::vocab spm_bpe() {
+  using tt = tf::tokenizer::token_type;
+  tf::tokenizer::vocab v;
+  v.kind = tf::tokenizer::model_kind::spm_bpe;
+  auto add = [&](std::string text, tt type) {
+    v.tokens.push_back(std::move(text));
+    v.types.push_back(type);
+  };
+  add("<pad>", tt::control);
+  add("<eos>", tt::control);
+  add("<bos>", tt::control);
+  add("<turn|>", tt::control);
+  add("<|tool_call>", tt::user_defined);
+  add("\n", tt::normal);
+  add("\n\n", tt::normal);
+  for (int b = 0; b < 256; ++b) add(fmt::format("<0x{:02X}>", b), tt::byte);
+  for (const char* t : {"\xE2\x96\x81", "h", "e", "l", "o", "w", "r", "d", "a", "b"})
+    add(t, tt::normal);
+  v.merges = {"h e",
+              "l l",
+              "he ll",
+              "hell o",
+              "\xE2\x96\x81 w",
+              "o r",
+              "\xE2\x96\x81w or",
+              "a a",
+              "\xE2\x96\x81 hello"};
+  for (const char* t : {"he", "ll", "hell", "hello", "\xE2\x96\x81w", "or", "\xE2\x96\x81wor", "aa",
+                        "\xE2\x96\x81hello"})
+    add(t, tt::normal);
+  v.eos = 1;
+  v.bos = 2;
+  v.add_bos = true;
+  return v;
+}
+
 }  // namespace toy
