@@ -83,9 +83,13 @@ TEST_CASE("Gemma 4 braced tool calls parse whole and streamed, after its thought
   CHECK(json::parse(r.calls[0].arguments) ==
         json::parse(R"({"stops": ["a", 2.5, {"x": true}], "opt": {"k": null}})"));
   CHECK(r.calls[1].arguments == "{}");
-  // Malformed blocks stay content as written: a bare string, no "call:", a cut block.
-  for (std::string const bad : {"<|tool_call>call:f{city:Paris}<tool_call|>",
-                                "<|tool_call>f{}<tool_call|>", "<|tool_call>call:f{a:1"}) {
+  // Malformed blocks stay content as written: nesting past the limit, a bare string, no "call:",
+  // a cut block.
+  std::string const deep =
+      "<|tool_call>call:f{a:" + std::string(100, '[') + std::string(100, ']') + "}<tool_call|>";
+  std::vector<std::string> const bads = {deep, "<|tool_call>call:f{city:Paris}<tool_call|>",
+                                         "<|tool_call>f{}<tool_call|>", "<|tool_call>call:f{a:1"};
+  for (auto const& bad : bads) {
     INFO(bad);
     r = parse_both(bad, reply_parser(false, false, tool_format::call_braces, weather_tools));
     CHECK(r.calls.empty());

@@ -208,8 +208,12 @@ class braced_reader {
       i_ = end + quote.size();
       return nlohmann::ordered_json(std::move(text));
     }
-    if (at("{")) return object();
-    if (at("[")) return array();
+    if (at("{") || at("[")) {
+      if (++depth_ > max_depth) return std::nullopt;  // a reply cannot nest without bound
+      auto v = at("{") ? object() : array();
+      --depth_;
+      return v;
+    }
     auto const end = s_.find_first_of(",}]", i_);
     auto const word = trim_ws(s_.substr(i_, end == std::string_view::npos ? s_.npos : end - i_));
     auto v = nlohmann::ordered_json::parse(word, nullptr, false);
@@ -278,8 +282,10 @@ class braced_reader {
     while (i_ < s_.size() && std::string_view(" \t\r\n").find(s_[i_]) != std::string_view::npos)
       ++i_;
   }
+  static constexpr int max_depth = 64;
   std::string_view s_;
   std::size_t i_ = 0;
+  int depth_ = 0;
 };
 
 // call:NAME{args}
