@@ -30,6 +30,11 @@ fi
 if ! python3 -c "import openai" 2>/dev/null; then
   pip_install openai
 fi
+# The evaluation test runs lm-evaluation-harness's local-completions model against serve (its
+# "api" extra: no torch).
+if ! python3 -c "import lm_eval" 2>/dev/null; then
+  pip_install "lm-eval[api]==0.4.13"
+fi
 # The chat page's browser test drives Chromium with Selenium (and Debian's chromedriver).
 if ! python3 -c "import selenium" 2>/dev/null; then
   pip_install selenium

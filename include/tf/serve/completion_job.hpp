@@ -54,6 +54,10 @@ struct choice_state {
   nlohmann::json tool_calls = nlohmann::json::array();  // OpenAI tool_call objects so far
   std::vector<std::int32_t> tokens;
   nlohmann::json logprobs = nlohmann::json::array();
+  std::size_t prompt_index = 0;          // which of the request's prompts this choice continues
+  std::string prompt_text;               // what echo repeats
+  std::vector<std::int32_t> prompt_ids;  // the prompt as the model read it
+  std::vector<sample::sample_result> prompt_scores;  // the prompt's tokens from the second, scored
   std::int64_t seed = 0;
   finish_reason reason = finish_reason::length;
   std::string error;
@@ -66,7 +70,7 @@ struct completion_job {
   std::shared_ptr<served_model> model;
   std::string id, model_id;
   std::int64_t created = 0;
-  std::size_t prompt_tokens = 0;
+  std::size_t prompt_tokens = 0;  // over every prompt of the request
   std::int64_t seed = 0;  // the request's (or the drawn) seed; choice i samples with seed + i
   std::vector<choice_state> choices;
 
@@ -111,6 +115,7 @@ struct completion_job {
   void pull(choice_state& c, std::chrono::milliseconds wait) {
     if (c.done) return;
     auto ch = c.stream->next(wait);
+    for (auto& t : ch.prompt) c.prompt_scores.push_back(std::move(t));
     for (auto& t : ch.tokens) {
       if (c.text.stopped()) break;
       c.tokens.push_back(t.token);
@@ -135,24 +140,31 @@ struct completion_job {
       for (unsigned char ch : s) a.push_back(ch);
       return a;
     };
+    auto name = [&](std::int32_t id, std::string const& p) {
+      return req.tokens_as_ids ? "token_id:" + std::to_string(id) : detail::valid_utf8(p);
+    };
     auto top = nlohmann::json::array();
     for (auto const& alt : t.top) {
       auto p = model->piece(alt.token);
-      top.push_back(
-          {{"token", detail::valid_utf8(p)}, {"logprob", alt.logprob}, {"bytes", bytes(p)}});
+      top.push_back({{"token", name(alt.token, p)}, {"logprob", alt.logprob}, {"bytes", bytes(p)}});
     }
-    return {{"token", detail::valid_utf8(piece)},
+    return {{"token", name(t.token, piece)},
             {"logprob", t.logprob},
             {"bytes", bytes(piece)},
             {"top_logprobs", top}};
   }
 
+  /// Whether every prompt token after the first has its logprob (or none is coming).
+  bool prompt_scored(choice_state const& c) const {
+    return req.prompt_logprobs < 0 || c.done || c.prompt_scores.size() + 1 >= c.prompt_ids.size();
+  }
+
   nlohmann::json usage() const {
-    std::size_t generated = 0;
+    std::size_t generated = 0, cached = 0;
     for (auto const& c : choices) generated += c.tokens.size();
-    // Every choice reads the same prompt; the first one's reuse is the request's.
-    std::size_t cached =
-        choices.empty() || !choices[0].stream ? 0 : choices[0].stream->cached_tokens();
+    // A prompt's choices read the same tokens; its first choice's reuse is the prompt's.
+    for (std::size_t i = 0; i < choices.size(); i += static_cast<std::size_t>(req.n))
+      if (choices[i].stream) cached += choices[i].stream->cached_tokens();
     return {{"prompt_tokens", prompt_tokens},
             {"completion_tokens", generated},
             {"total_tokens", prompt_tokens + generated},
@@ -180,17 +192,76 @@ struct completion_job {
     return out;
   }
 
-  nlohmann::json completion_logprobs(choice_state const& c) const {
+  /// The prompt's entries in chat form: its first token with a null logprob (nothing precedes
+  /// it), then each scored token.
+  nlohmann::json prompt_entries(choice_state const& c) const {
+    auto out = nlohmann::json::array();
+    if (c.prompt_ids.empty()) return out;
+    auto const id = c.prompt_ids.front();
+    auto const first = req.tokens_as_ids ? "token_id:" + std::to_string(id)
+                                         : detail::valid_utf8(model->piece(id));
+    auto bytes = nlohmann::json::array();
+    for (unsigned char ch : model->piece(id)) bytes.push_back(ch);
+    out.push_back(
+        {{"token", first}, {"logprob", nullptr}, {"bytes", bytes}, {"top_logprobs", nullptr}});
+    for (auto const& t : c.prompt_scores) out.push_back(logprob_entry(t, model->piece(t.token)));
+    return out;
+  }
+
+  /// /v1/completions' logprobs object over chat-form `entries` from `from`, whose text starts at
+  /// byte `offset` of the choice's text.
+  static nlohmann::json completion_logprobs(nlohmann::json const& entries, std::size_t from,
+                                            std::size_t offset) {
     auto toks = nlohmann::json::array(), lps = nlohmann::json::array(),
-         tops = nlohmann::json::array();
-    for (auto const& e : c.logprobs) {
+         tops = nlohmann::json::array(), offsets = nlohmann::json::array();
+    for (auto k = from; k < entries.size(); ++k) {
+      auto const& e = entries[k];
       toks.push_back(e["token"]);
       lps.push_back(e["logprob"]);
+      offsets.push_back(offset);
+      offset += e["bytes"].size();
+      if (e["top_logprobs"].is_null()) {
+        tops.push_back(nullptr);
+        continue;
+      }
       auto m = nlohmann::json::object();
       for (auto const& t : e["top_logprobs"]) m[t["token"].get<std::string>()] = t["logprob"];
       tops.push_back(m);
     }
-    return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}};
+    return {{"tokens", toks},
+            {"token_logprobs", lps},
+            {"top_logprobs", tops},
+            {"text_offset", offsets}};
+  }
+
+  /// The echoed prompt's bytes before the completion's (its entries' offsets start there).
+  std::size_t echo_bytes(choice_state const& c) const {
+    return req.echo ? c.prompt_text.size() : 0;
+  }
+
+  /// vLLM's prompt_logprobs: null for the first token, then per token {id: {logprob, rank,
+  /// decoded_token}} for the token and its alternatives.
+  nlohmann::json vllm_prompt_logprobs(choice_state const& c) const {
+    auto out = nlohmann::json::array();
+    if (c.prompt_ids.empty()) return out;
+    out.push_back(nullptr);
+    for (auto const& t : c.prompt_scores) {
+      auto m = nlohmann::json::object();
+      m[std::to_string(t.token)] = {{"logprob", t.logprob},
+                                    {"rank", t.rank},
+                                    {"decoded_token", detail::valid_utf8(model->piece(t.token))}};
+      std::int32_t rank = 0;
+      for (auto const& alt : t.top) {
+        ++rank;
+        if (alt.token == t.token) continue;
+        m[std::to_string(alt.token)] = {
+            {"logprob", alt.logprob},
+            {"rank", rank},
+            {"decoded_token", detail::valid_utf8(model->piece(alt.token))}};
+      }
+      out.push_back(std::move(m));
+    }
+    return out;
   }
 
   /// The whole (non-streamed) reply once every choice is done.
@@ -211,9 +282,12 @@ struct completion_job {
         choice["logprobs"] =
             req.logprobs ? nlohmann::json{{"content", c.logprobs}} : nlohmann::json();
       } else {
-        choice["text"] = req.echo ? req.prompt + text : text;
-        choice["logprobs"] = req.logprobs ? completion_logprobs(c) : nlohmann::json();
+        choice["text"] = req.echo ? c.prompt_text + text : text;
+        auto entries = req.echo && req.logprobs ? prompt_entries(c) : nlohmann::json::array();
+        for (auto const& e : c.logprobs) entries.push_back(e);
+        choice["logprobs"] = req.logprobs ? completion_logprobs(entries, 0, 0) : nlohmann::json();
       }
+      if (req.prompt_logprobs >= 0) choice["prompt_logprobs"] = vllm_prompt_logprobs(c);
       choice["finish_reason"] = finish_text(c);
       list.push_back(choice);
     }
@@ -243,8 +317,28 @@ struct completion_job {
       ch["logprobs"] = req.logprobs ? nlohmann::json{{"content", lp}} : nlohmann::json();
     } else {
       ch["text"] = text;
-      ch["logprobs"] = nullptr;
+      ch["logprobs"] = req.logprobs ? completion_logprobs(c.logprobs, from, offset_of(c, from))
+                                    : nlohmann::json();
     }
+    return chunk({ch});
+  }
+
+  /// Byte offset in choice `c`'s text (echo included) of its generated token `k`.
+  std::size_t offset_of(choice_state const& c, std::size_t k) const {
+    std::size_t at = echo_bytes(c);
+    for (std::size_t i = 0; i < k && i < c.logprobs.size(); ++i)
+      at += c.logprobs[i]["bytes"].size();
+    return at;
+  }
+
+  /// A completions chunk carrying choice `i`'s echoed prompt (with its logprobs when asked).
+  nlohmann::json echo_chunk(std::size_t i) const {
+    auto const& c = choices[i];
+    nlohmann::json ch{{"index", i},
+                      {"finish_reason", nullptr},
+                      {"text", req.echo ? c.prompt_text : std::string()}};
+    ch["logprobs"] = req.logprobs ? completion_logprobs(prompt_entries(c), 0, 0) : nlohmann::json();
+    if (req.prompt_logprobs >= 0) ch["prompt_logprobs"] = vllm_prompt_logprobs(c);
     return chunk({ch});
   }
 

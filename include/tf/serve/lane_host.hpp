@@ -99,6 +99,8 @@ class lane_host {
         req.max_tokens < 0 ? room : std::min(room, static_cast<std::size_t>(req.max_tokens)));
     auto s = std::make_shared<request_stream>();
     s->prompt_tokens_ = n;
+    // A scored prompt runs afresh: a kept prefix has no logits to give.
+    if (req.prompt_logprobs >= 0) req.reuse_prefix = false;
     {
       std::lock_guard lock(mutex_);
       if (stopping_) return reject(out, reject_reason::stopping, "the server is shutting down");
@@ -406,20 +408,53 @@ class lane_host {
     return r;
   }
 
+  // Prompt tokens per round of a scored prompt: its logits rows stay within score_bytes.
+  std::size_t score_chunk() const {
+    return std::max<std::size_t>(1, score_bytes / (vocab() * sizeof(float)));
+  }
+
+  // Logprobs of the prompt tokens each of `n` logits rows from the lane's position predicts.
+  void score_prompt(lane& l, std::span<float const> logits, std::size_t n) {
+    scored_.clear();
+    auto const& prompt = l.req.prompt;
+    for (std::size_t j = 0; j < n && l.pos + j + 1 < prompt.size(); ++j)
+      scored_.push_back(sample::score_token(logits.subspan(j * vocab(), vocab()),
+                                            prompt[l.pos + j + 1], l.req.prompt_logprobs,
+                                            score_scratch_));
+    l.stream->push_prompt(scored_);
+  }
+
   // One chunk of the oldest prompt still being read.
   void prefill_round(std::vector<float>& logits) {
     for (auto& lp : running_) {
       auto& l = *lp;
       if (l.stream_done || l.pos >= l.req.prompt.size()) continue;
-      auto n = std::min(cfg_.prefill_chunk, l.req.prompt.size() - l.pos);
+      bool const scored = l.req.prompt_logprobs >= 0;
+      auto n = std::min(scored ? score_chunk() : cfg_.prefill_chunk, l.req.prompt.size() - l.pos);
       // A chunk ends at keep_at, so the state a keep stores can be copied there.
       if (has_state && !l.snapshotted && l.keep_at > l.pos) n = std::min(n, l.keep_at - l.pos);
       hold(l, n);
-      auto const row = row_of(l, std::span<std::int32_t const>(l.req.prompt).subspan(l.pos, n));
+      auto row = row_of(l, std::span<std::int32_t const>(l.req.prompt).subspan(l.pos, n));
       bool const last = l.pos + n == l.req.prompt.size();
+      bool const sample_first = last && l.req.max_tokens > 0;
       std::optional<sample::sample_result> first;
+      if (scored) {
+        row.all_logits = true;
+        logits.resize(n * vocab());
+        model_.forward(std::span<batch_row const>(&row, 1), logits.data());
+        score_prompt(l, logits, n);
+        if (sample_first)
+          first = l.sampler->sample(std::span<float const>(logits).subspan((n - 1) * vocab()),
+                                    l.history);
+        l.pos += n;
+        if constexpr (has_state)
+          if (l.pos == l.keep_at) take_snapshot(l);
+        if (first) emit(l, std::move(*first));
+        if (last && !sample_first) end(l, finish_reason::length);
+        return;
+      }
       if constexpr (sampling_model<Model>) {
-        if (last) {
+        if (sample_first) {
           sample::sampler* s = &*l.sampler;
           std::span<std::int32_t const> const h = l.history;
           first.emplace();
@@ -430,12 +465,13 @@ class lane_host {
       if (!first) {
         logits.resize(vocab());
         model_.forward(std::span<batch_row const>(&row, 1), logits.data());
-        if (last) first = l.sampler->sample(logits, l.history);
+        if (sample_first) first = l.sampler->sample(logits, l.history);
       }
       l.pos += n;
       if constexpr (has_state)
         if (l.pos == l.keep_at) take_snapshot(l);
       if (first) emit(l, std::move(*first));
+      if (last && !sample_first) end(l, finish_reason::length);
       return;
     }
   }
@@ -509,6 +545,9 @@ class lane_host {
   // The model's vocabulary size as a count (models report it as any integer type).
   std::size_t vocab() const { return static_cast<std::size_t>(model_.vocab_size()); }
 
+  // The logits rows of one scored prompt chunk: a bounded buffer beside the ledger's memory.
+  static constexpr std::size_t score_bytes = std::size_t{32} << 20;
+
   Model& model_;
   host_config cfg_;
   metrics own_metrics_;
@@ -528,6 +567,8 @@ class lane_host {
 
   std::vector<std::unique_ptr<lane>> running_;  // engine thread only
   std::vector<std::int32_t> free_snapshots_;    // engine thread only: lanes' snapshot slots
+  std::vector<sample::sample_result> scored_;   // engine thread only: a chunk's prompt logprobs
+  std::vector<std::int32_t> score_scratch_;     // engine thread only: score_token's ranking
   std::thread engine_;
 };
 

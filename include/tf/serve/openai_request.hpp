@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -42,6 +43,13 @@ struct api_error : std::runtime_error {
   }
 };
 
+/// One prompt of /v1/completions: text, or token ids (OpenAI's array forms).
+struct prompt_input {
+  std::string text;
+  std::vector<std::int32_t> ids;
+  bool is_ids = false;
+};
+
 /// A parsed /v1/chat/completions or /v1/completions body.
 struct openai_request {
   bool chat = true;
@@ -52,7 +60,7 @@ struct openai_request {
   std::string tool_choice = "auto";  // "auto", "none" (replies not parsed), "required", "function"
   std::string tool_choice_name;      // tool_choice "function": the function a call is forced to
   nlohmann::json chat_template_kwargs = nlohmann::json::object();  // chat: extra template variables
-  std::string prompt;                                              // completions
+  std::vector<prompt_input> prompts;  // completions: each prompt's choices come in prompt order
   int max_tokens = -1;
   sample::sampling_params sampling;
   std::vector<std::string> stop;
@@ -60,9 +68,13 @@ struct openai_request {
   bool include_usage = false;
   bool logprobs = false;
   bool draft = false;
-  int n = 1;                                 // choices to sample (each its own stream)
-  std::optional<std::int64_t> seed;          // absent: the server draws one
-  bool echo = false;                         // completions: the prompt text before the completion
+  int n = 1;                         // choices to sample (each its own stream)
+  std::optional<std::int64_t> seed;  // absent: the server draws one
+  bool echo = false;                 // completions: the prompt text before the completion
+  // The prompt's own logprobs: -1 none, else that many alternatives per prompt token (vLLM's
+  // prompt_logprobs; echo with logprobs asks for them too).
+  int prompt_logprobs = -1;
+  bool tokens_as_ids = false;  // vLLM's return_tokens_as_token_ids: logprobs name "token_id:N"
   bool ignore_eos = false;                   // vLLM / llama-server: generate past end-of-generation
   bool cache_prompt = true;                  // llama-server: false reads the whole prompt afresh
   grammar::response_format response_format;  // json_object / json_schema: constrained decoding
@@ -122,6 +134,53 @@ inline std::string content_text(nlohmann::json const& c, std::size_t i) {
     s += part["text"].get<std::string>();
   }
   return s;
+}
+
+// One token id of a prompt array.
+inline std::int32_t prompt_token(nlohmann::json const& v) {
+  if (!v.is_number_integer() && !v.is_number_unsigned())
+    throw bad_param("prompt",
+                    "a string, an array of strings, an array of token ids or an array "
+                    "of token-id arrays");
+  if (v.is_number_unsigned() ? v.get<std::uint64_t>() > 0x7fffffffULL
+                             : v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 0x7fffffffLL)
+    throw api_error(400, fmt::format("'prompt' token id {} is not a token id", v.dump()),
+                    "invalid_request_error", "prompt", "invalid_value");
+  return static_cast<std::int32_t>(v.get<std::int64_t>());
+}
+
+// /v1/completions' prompt in OpenAI's four forms: a string, strings, token ids, token-id arrays.
+inline std::vector<prompt_input> prompts(nlohmann::json const& p) {
+  std::vector<prompt_input> out;
+  auto ids_of = [](nlohmann::json const& a) {
+    prompt_input in;
+    in.is_ids = true;
+    for (auto const& t : a) in.ids.push_back(prompt_token(t));
+    if (in.ids.empty())
+      throw api_error(400, "'prompt' has an empty array of token ids", "invalid_request_error",
+                      "prompt", "invalid_value");
+    return in;
+  };
+  if (p.is_string()) {
+    out.push_back({p.get<std::string>(), {}, false});
+  } else if (p.is_array() && !p.empty() && p[0].is_string()) {
+    for (auto const& x : p) {
+      if (!x.is_string()) throw bad_param("prompt", "an array of strings (all of them strings)");
+      out.push_back({x.get<std::string>(), {}, false});
+    }
+  } else if (p.is_array() && !p.empty() && p[0].is_array()) {
+    for (auto const& x : p) {
+      if (!x.is_array()) throw bad_param("prompt", "an array of token-id arrays (all arrays)");
+      out.push_back(ids_of(x));
+    }
+  } else if (p.is_array() && !p.empty()) {
+    out.push_back(ids_of(p));
+  } else {
+    throw bad_param("prompt",
+                    "a string, an array of strings, an array of token ids or an array "
+                    "of token-id arrays (not empty)");
+  }
+  return out;
 }
 
 inline api_error unsupported(std::string const& param, std::string const& why) {
@@ -251,17 +310,11 @@ inline openai_request parse_openai_request(std::string const& text, bool chat,
     if (!body.contains("prompt"))
       throw api_error(400, "'prompt' is required", "invalid_request_error", "prompt",
                       "missing_required_parameter");
-    auto const& p = body["prompt"];
-    if (p.is_string()) {
-      r.prompt = p.get<std::string>();
-    } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
-      r.prompt = p[0].get<std::string>();
-    } else {
-      throw detail::bad_param("prompt", "a string (or an array of one string)");
-    }
+    r.prompts = detail::prompts(body["prompt"]);
   }
-  auto mt = detail::integer(body, "max_tokens", 1, 1 << 24, -1);
-  mt = detail::integer(body, "max_completion_tokens", 1, 1 << 24, mt);
+  // 0 scores a prompt without generating (echo or prompt_logprobs, checked below).
+  auto mt = detail::integer(body, "max_tokens", 0, 1 << 24, -1);
+  mt = detail::integer(body, "max_completion_tokens", 0, 1 << 24, mt);
   r.max_tokens = static_cast<int>(mt);
   auto const base = defaults.params();
   r.sampling.temperature =
@@ -323,10 +376,14 @@ inline openai_request parse_openai_request(std::string const& text, bool chat,
     throw detail::unsupported("echo",
                               "'echo' is a /v1/completions field; a chat reply does not repeat "
                               "the messages");
+  r.prompt_logprobs = static_cast<int>(detail::integer(body, "prompt_logprobs", 0, 20, -1));
   if (r.echo && r.logprobs)
-    throw detail::unsupported("echo",
-                              "'echo' with 'logprobs' would need the prompt's logprobs, which tf "
-                              "does not compute; ask for one or the other");
+    r.prompt_logprobs = std::max(r.prompt_logprobs, r.sampling.top_logprobs);
+  if (r.max_tokens == 0 && !r.echo && r.prompt_logprobs < 0)
+    throw api_error(400,
+                    "'max_tokens' 0 generates nothing; it scores a prompt only with 'echo' or "
+                    "'prompt_logprobs'",
+                    "invalid_request_error", "max_tokens", "invalid_value");
   if (!chat) {
     auto const best_of = detail::integer(body, "best_of", 1, 128, r.n);
     if (best_of != r.n)
@@ -335,6 +392,7 @@ inline openai_request parse_openai_request(std::string const& text, bool chat,
                                             "choice it samples and ranks none",
                                             best_of, r.n));
   }
+  r.tokens_as_ids = detail::boolean(body, "return_tokens_as_token_ids", false);
   r.sampling.logprobs = r.logprobs;  // nobody sees it otherwise
   r.draft = detail::boolean(body, "draft", false);
   return r;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ struct generation_request {
   sample::sampling_params sampling;
   std::vector<std::int32_t> stop_tokens;  // end-of-generation ids (not emitted)
   bool reuse_prefix = true;               // false: no kept prefix, the whole prompt runs
+  // >= 0: score the prompt (each token after the first: its logprob and this many of the most
+  // likely alternatives), from logits of the prompt run afresh; -1: no prompt logprobs.
+  int prompt_logprobs = -1;
 };
 
 /// The client side of one request: tokens arrive from the engine thread, cancel() goes back.
@@ -48,6 +52,7 @@ class request_stream {
   /// One wait's worth of output.
   struct chunk {
     std::vector<sample::sample_result> tokens;
+    std::vector<sample::sample_result> prompt;  // scored prompt tokens, in order from the second
     bool done = false;
     finish_reason reason = finish_reason::length;
     std::string error;
@@ -56,10 +61,12 @@ class request_stream {
   /// Waits up to `timeout` for tokens or the end; returns what arrived (maybe nothing).
   chunk next(std::chrono::milliseconds timeout) {
     std::unique_lock lock(mutex_);
-    cv_.wait_for(lock, timeout, [&] { return !pending_.empty() || done_; });
+    cv_.wait_for(lock, timeout,
+                 [&] { return !pending_.empty() || !pending_prompt_.empty() || done_; });
     chunk c;
     c.tokens.swap(pending_);
-    c.done = done_ && c.tokens.empty() ? true : done_;
+    c.prompt.swap(pending_prompt_);
+    c.done = done_;
     c.reason = reason_;
     c.error = error_;
     return c;
@@ -84,6 +91,13 @@ class request_stream {
     }
     cv_.notify_all();
   }
+  void push_prompt(std::span<sample::sample_result> scored) {
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& r : scored) pending_prompt_.push_back(std::move(r));
+    }
+    cv_.notify_all();
+  }
   void finish(finish_reason why, std::string err = {}) {
     {
       std::lock_guard lock(mutex_);
@@ -102,6 +116,7 @@ class request_stream {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<sample::sample_result> pending_;
+  std::vector<sample::sample_result> pending_prompt_;
   bool done_ = false;
   finish_reason reason_ = finish_reason::length;
   std::string error_;

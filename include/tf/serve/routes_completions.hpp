@@ -103,34 +103,41 @@ class completion_routes {
     j->created = static_cast<std::int64_t>(std::time(nullptr));
     j->id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", s_.next_id());
     j->seed = rq.seed ? *rq.seed : detail::draw_seed();
+    auto const prompts = encode_prompts(*b, rq);
+    auto const choices = prompts.size() * static_cast<std::size_t>(rq.n);
+    if (choices > lanes + b->config().max_queue)
+      throw bad_request(
+          *b, api_error(400,
+                        fmt::format("{} prompts x 'n' {} ask for {} choices; this server runs {} "
+                                    "streams and queues {} more",
+                                    prompts.size(), rq.n, choices, lanes, b->config().max_queue),
+                        "invalid_request_error", "prompt", "invalid_value"));
     generation_request g;
-    try {
-      if (chat) {
-        g.prompt = b->encode_chat_ordered(chat_prompt_messages(rq, b->chat_template()),
-                                          chat_template_options(rq));
-      } else {
-        g.prompt = b->encode_text(rq.prompt);
-      }
-    } catch (error const& e) {
-      // The chat template raised (e.g. roles that do not alternate): the request's fault.
-      throw bad_request(*b, api_error(400, e.what(), "invalid_request_error",
-                                      chat ? "messages" : "prompt", "invalid_value"));
-    }
     g.max_tokens = rq.max_tokens;
     g.sampling = rq.sampling;
     if (!rq.ignore_eos) g.stop_tokens = b->stop_tokens();
     g.reuse_prefix = rq.cache_prompt;
-    g.sampling.constraint =
-        grammar::bind_to_model(chat ? forced_format(*b, rq, g.prompt) : rq.response_format, b);
-    j->prompt_tokens = g.prompt.size();
-    auto const parser = chat ? reply_parser_for(*b, rq, g.prompt) : reply_parser();
-    j->choices.resize(static_cast<std::size_t>(rq.n));
+    g.prompt_logprobs = rq.prompt_logprobs;
+    if (chat)
+      g.sampling.constraint = grammar::bind_to_model(forced_format(*b, rq, prompts[0].ids), b);
+    else
+      g.sampling.constraint = grammar::bind_to_model(rq.response_format, b);
+    auto const parser = chat ? reply_parser_for(*b, rq, prompts[0].ids) : reply_parser();
+    j->choices.resize(choices);
     for (std::size_t i = 0; i < j->choices.size(); ++i) {
       auto& c = j->choices[i];
+      auto const& p = prompts[i / static_cast<std::size_t>(rq.n)];
+      if (i % static_cast<std::size_t>(rq.n) == 0) j->prompt_tokens += p.ids.size();
       c.text = text_assembler(rq.stop);
       c.parser = parser;
-      c.seed = static_cast<std::int64_t>(static_cast<std::uint64_t>(j->seed) + i);
+      c.prompt_index = i / static_cast<std::size_t>(rq.n);
+      c.prompt_text = p.text;
+      c.prompt_ids = p.ids;
+      // Choice k of a prompt samples with seed + k, whatever else the request holds.
+      c.seed = static_cast<std::int64_t>(static_cast<std::uint64_t>(j->seed) +
+                                         i % static_cast<std::size_t>(rq.n));
       auto gi = g;
+      gi.prompt = p.ids;
       gi.sampling.seed = static_cast<std::uint64_t>(c.seed);
       auto r = b->submit(std::move(gi));
       if (r.status == submit_status::rejected) {
@@ -140,6 +147,44 @@ class completion_routes {
       c.stream = r.stream;
     }
     return j;
+  }
+
+  // The request's prompts as token ids, with the text echo repeats; ids outside the vocabulary
+  // are refused here, naming the first.
+  std::vector<prompt_input> encode_prompts(served_model& b, openai_request const& rq) {
+    std::vector<prompt_input> out;
+    try {
+      if (rq.chat) {
+        out.push_back({{},
+                       b.encode_chat_ordered(chat_prompt_messages(rq, b.chat_template()),
+                                             chat_template_options(rq)),
+                       true});
+        return out;
+      }
+      for (auto const& p : rq.prompts) {
+        if (!p.is_ids) {
+          out.push_back({p.text, b.encode_text(p.text), false});
+          continue;
+        }
+        auto in = p;
+        auto const vocab = b.vocab_size();
+        for (std::size_t k = 0; k < in.ids.size() && vocab > 0; ++k)
+          if (static_cast<std::size_t>(in.ids[k]) >= vocab)
+            throw bad_request(
+                b, api_error(400,
+                             fmt::format("'prompt' {} has token id {} at position {}; the "
+                                         "vocabulary has {} tokens (0..{})",
+                                         out.size(), in.ids[k], k, vocab, vocab - 1),
+                             "invalid_request_error", "prompt", "invalid_value"));
+        for (auto t : in.ids) in.text += b.piece(t);
+        out.push_back(std::move(in));
+      }
+    } catch (error const& e) {
+      // The chat template raised (e.g. roles that do not alternate), or an id has no piece.
+      throw bad_request(b, api_error(400, e.what(), "invalid_request_error",
+                                     rq.chat ? "messages" : "prompt", "invalid_value"));
+    }
+    return out;
   }
 
   // The chat reply's parser: reasoning and tool calls as the template teaches them
@@ -222,11 +267,6 @@ class completion_routes {
                                         {"finish_reason", nullptr}}})))
           return cancel_write(j);
       }
-      if (j.req.echo && !c.sent_echo) {
-        c.sent_echo = true;
-        if (!send_event(sink, j.text_chunk(i, j.req.prompt, c.logprobs.size())))
-          return cancel_write(j);
-      }
     }
     bool sent = false, waited = false, failed = false;
     for (std::size_t i = 0; i < j.choices.size(); ++i) {
@@ -235,6 +275,13 @@ class completion_routes {
       auto const before = c.logprobs.size();
       j.pull(c, std::chrono::milliseconds(waited ? 0 : 250));
       waited = true;
+      // The echoed prompt leads, once its logprobs (which come before any token) are in.
+      if (!j.req.chat && (j.req.echo || j.req.prompt_logprobs >= 0) && !c.sent_echo) {
+        if (!j.prompt_scored(c)) continue;
+        c.sent_echo = true;
+        if (!send_event(sink, j.echo_chunk(i))) return cancel_write(j);
+        sent = true;
+      }
       auto text = c.text.take(c.done);
       if (j.req.chat) {
         auto const piece = completion_job::parse(c, text, c.done);

@@ -127,21 +127,39 @@ inline void install_info_routes(httplib::Server& http, server_state& s) {
                      {"sampling_defaults", detail::defaults_json(s.config().sampling)}};
     res.set_content(j.dump(), "application/json");
   });
+  // vLLM's tokenizer facts, which remote tokenizers (lm-evaluation-harness) read first.
+  http.Get("/tokenizer_info", [&s](httplib::Request const&, httplib::Response& res) {
+    auto b = s.ready_model();
+    auto const bos = b->encode_text("");
+    auto const stops = b->stop_tokens();
+    nlohmann::json j{
+        {"tokenizer_class", "tf"},
+        {"model_max_length", b->config().context},
+        {"vocab_size", b->vocab_size()},
+        {"bos_token", bos.empty() ? nlohmann::json() : nlohmann::json(b->token_text(bos[0]))},
+        {"eos_token", stops.empty() ? nlohmann::json() : nlohmann::json(b->token_text(stops[0]))},
+        {"pad_token", nullptr},
+        {"chat_template", b->chat_template()}};
+    res.set_content(detail::dump_json(j), "application/json");
+  });
   http.Get("/metrics", [&s](httplib::Request const&, httplib::Response& res) {
     auto b = s.ready_model();
     res.set_content(b->stats().prometheus(b->load(), s.model_id(*b)), "text/plain; version=0.0.4");
   });
   // llama-server's shapes: {"content", "add_special" (default false), "with_pieces"} ->
-  // {"tokens": [id...]} or {"tokens": [{"id", "piece"}...]}.
+  // {"tokens": [id...]} or {"tokens": [{"id", "piece"}...]}; vLLM's {"prompt",
+  // "add_special_tokens" (default true)} too, answered with its "count" and "max_model_len".
   http.Post("/tokenize", [&s](httplib::Request const& req, httplib::Response& res) {
     auto b = s.ready_model();
     try {
       auto const body = detail::parse_body(req.body);
-      if (!body.contains("content") || !body["content"].is_string())
-        throw detail::bad_param("content", "a string");
-      bool const add_special = detail::boolean(body, "add_special", false);
+      bool const vllm = !body.contains("content") && body.contains("prompt");
+      char const* const key = vllm ? "prompt" : "content";
+      if (!body.contains(key) || !body[key].is_string()) throw detail::bad_param(key, "a string");
+      bool const add_special = vllm ? detail::boolean(body, "add_special_tokens", true)
+                                    : detail::boolean(body, "add_special", false);
       bool const with_pieces = detail::boolean(body, "with_pieces", false);
-      auto const ids = detail::tokenize(*b, body["content"].get<std::string>(), add_special);
+      auto const ids = detail::tokenize(*b, body[key].get<std::string>(), add_special);
       auto out = nlohmann::json::array();
       for (auto id : ids) {
         if (with_pieces)
@@ -149,13 +167,18 @@ inline void install_info_routes(httplib::Server& http, server_state& s) {
         else
           out.push_back(id);
       }
-      res.set_content(detail::dump_json({{"tokens", out}}), "application/json");
+      nlohmann::json reply{{"tokens", out}};
+      if (vllm) {
+        reply["count"] = ids.size();
+        reply["max_model_len"] = b->config().context;
+      }
+      res.set_content(detail::dump_json(reply), "application/json");
     } catch (api_error const&) {
       b->stats().rejected_bad_request++;
       throw;
     }
   });
-  // {"tokens": [id...]} -> {"content": the pieces joined}.
+  // {"tokens": [id...]} -> {"content": the pieces joined}, also as vLLM's "prompt".
   http.Post("/detokenize", [&s](httplib::Request const& req, httplib::Response& res) {
     auto b = s.ready_model();
     try {
@@ -176,7 +199,7 @@ inline void install_info_routes(httplib::Server& http, server_state& s) {
               "invalid_request_error", "tokens", "invalid_value");
         text += b->piece(static_cast<std::int32_t>(id));
       }
-      res.set_content(detail::dump_json({{"content", text}}), "application/json");
+      res.set_content(detail::dump_json({{"content", text}, {"prompt", text}}), "application/json");
     } catch (api_error const&) {
       b->stats().rejected_bad_request++;
       throw;

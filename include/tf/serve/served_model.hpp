@@ -32,6 +32,8 @@ class served_model {
   virtual std::string chat_template() const { return {}; }
   /// The bytes of one generated token.
   virtual std::string piece(std::int32_t token) const = 0;
+  /// A token's text with control tokens spelled out ("<eos>"), as a tokenizer names them.
+  virtual std::string token_text(std::int32_t token) const { return piece(token); }
   /// Token ids run 0..vocab_size()-1; 0 when unknown (ids are then not checked up front).
   virtual std::size_t vocab_size() const { return 0; }
   virtual std::vector<std::int32_t> stop_tokens() const = 0;
@@ -79,6 +81,12 @@ class lane_served_model final : public served_model {
       return {};
   }
   std::string piece(std::int32_t token) const override { return codec_.piece(token); }
+  std::string token_text(std::int32_t token) const override {
+    if constexpr (requires { codec_.tokens().token_to_piece(token, true); })
+      return codec_.tokens().token_to_piece(token, true);
+    else
+      return codec_.piece(token);
+  }
   std::size_t vocab_size() const override { return static_cast<std::size_t>(model_->vocab_size()); }
   std::vector<std::int32_t> stop_tokens() const override { return codec_.stop_tokens(); }
   std::string model_id() const override { return codec_.model_id(); }
