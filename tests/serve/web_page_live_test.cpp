@@ -52,7 +52,7 @@ std::vector<std::string> tiny_chat_args() {
           "--parallel",
           "2",
           "--context",
-          "32768",
+          "65536",
           "--threads",
           "1",
           "--prompt-cache-gib",
