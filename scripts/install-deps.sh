@@ -7,7 +7,9 @@ apt_packages=(build-essential cmake git python3 python3-pip libboost-dev catch2
               # the fuzz targets: clang with libFuzzer and the sanitizer runtimes
               clang-14 libclang-rt-14-dev
               # the chat page's browser test: headless Chromium through Selenium's driver
-              chromium chromium-driver)
+              chromium chromium-driver
+              # tensor parallelism's CPU ranks: MPI (mpirun launches, the tests run over loopback)
+              libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
