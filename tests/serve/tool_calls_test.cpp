@@ -83,6 +83,10 @@ TEST_CASE("Gemma 4 braced tool calls parse whole and streamed, after its thought
   CHECK(json::parse(r.calls[0].arguments) ==
         json::parse(R"({"stops": ["a", 2.5, {"x": true}], "opt": {"k": null}})"));
   CHECK(r.calls[1].arguments == "{}");
+  // Text after a call keeps its trailing whitespace, however the reply is cut.
+  r = parse_both("<|tool_call>call:f{}<tool_call|>Done.\n",
+                 reply_parser(false, false, tool_format::call_braces, weather_tools));
+  CHECK(r.content == "Done.\n");
   // Malformed blocks stay content as written: nesting past the limit, a bare string, no "call:",
   // a cut block.
   std::string const deep =
@@ -154,6 +158,22 @@ TEST_CASE("Qwen3.5 / Nemotron XML tool calls parse with the schema's types") {
       parse_both("<tool_call>\n<function=get_weather>\n<parameter=city>\nX\n</tool_call>", p);
   CHECK(bad.calls.empty());
   CHECK(bad.reasoning == "<tool_call>\n<function=get_weather>\n<parameter=city>\nX\n</tool_call>");
+}
+
+TEST_CASE("a call's text with invalid UTF-8 parses with U+FFFD in its arguments, never throws") {
+  for (auto f : {tool_format::xml_function, tool_format::glm45, tool_format::call_braces}) {
+    std::string const reply =
+        f == tool_format::xml_function
+            ? "<tool_call>\n<function=f>\n<parameter=s>\nx\xD0\n</parameter>\n</function>\n"
+              "</tool_call>"
+        : f == tool_format::glm45
+            ? "<tool_call>f\n<arg_key>s</arg_key>\n<arg_value>x\xD0</arg_value>\n</tool_call>"
+            : "<|tool_call>call:f{s:<|\"|>x\xD0<|\"|>}<tool_call|>";
+    INFO(to_string(f));
+    auto const r = reply_parser(false, false, f, weather_tools).feed(reply, true);
+    REQUIRE(r.calls.size() == 1);
+    CHECK(json::parse(r.calls[0].arguments) == json{{"s", "x\xEF\xBF\xBD"}});
+  }
 }
 
 TEST_CASE("GLM-4.5 tool calls parse") {

@@ -66,6 +66,12 @@ struct parsed_tool_call {
 
 namespace detail {
 
+// JSON text of a value built from a reply's raw text: invalid UTF-8 becomes U+FFFD rather than
+// throwing.
+inline std::string json_text(nlohmann::ordered_json const& v) {
+  return v.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
 inline std::string_view trim_ws(std::string_view s) {
   auto b = s.find_first_not_of(" \t\r\n");
   if (b == std::string_view::npos) return {};
@@ -119,7 +125,7 @@ inline std::optional<parsed_tool_call> parse_json_call(std::string_view body) {
     if (a.is_string()) {
       c.arguments = a.get<std::string>();
     } else if (a.is_object()) {
-      c.arguments = a.dump();
+      c.arguments = json_text(a);
     } else if (!a.is_null()) {
       return std::nullopt;
     }
@@ -160,7 +166,7 @@ inline std::optional<parsed_tool_call> parse_xml_call(std::string_view body,
     args[key] = param_value(text, param_type(tools, c.name, key));
     rest = after.substr(end + pclose.size());
   }
-  c.arguments = args.dump();
+  c.arguments = json_text(args);
   return c;
 }
 
@@ -189,7 +195,7 @@ inline std::optional<parsed_tool_call> parse_glm45_call(std::string_view body,
     args[key] = param_value(rest.substr(vo.size(), ve - vo.size()), param_type(tools, c.name, key));
     rest = rest.substr(ve + vc.size());
   }
-  c.arguments = args.dump();
+  c.arguments = json_text(args);
   return c;
 }
 
@@ -301,7 +307,7 @@ inline std::optional<parsed_tool_call> parse_braced_call(std::string_view body) 
   braced_reader r(s.substr(brace));
   auto args = r.object();
   if (!args || !r.done()) return std::nullopt;
-  c.arguments = args->dump();
+  c.arguments = json_text(*args);
   return c;
 }
 
@@ -310,7 +316,7 @@ inline std::optional<parsed_tool_call> parse_braced_call(std::string_view body) 
 inline std::optional<parsed_tool_call> parse_generic_call(std::string_view body) {
   auto v = nlohmann::ordered_json::parse(trim_ws(body), nullptr, false);
   if (v.is_discarded() || !v.is_object() || !v.contains("tool_call")) return std::nullopt;
-  return parse_json_call(v["tool_call"].dump());
+  return parse_json_call(json_text(v["tool_call"]));
 }
 
 }  // namespace detail

@@ -65,6 +65,7 @@ class tool_call_streamer {
       if (auto c = parse_tool_call(format_, body, tools_)) {
         out.calls.push_back(std::move(*c));
         ++calls_;
+        text_since_call_ = false;
       } else {
         std::string raw = gap_ + std::string(open_tag) + std::string(body);
         if (end != std::string::npos) raw += close_tag;
@@ -90,7 +91,7 @@ class tool_call_streamer {
       auto v = nlohmann::ordered_json::parse(buf_, nullptr, false);
       bool const answer = !v.is_discarded() && v.is_object() && v.contains("response");
       out.content += answer ? (v["response"].is_string() ? v["response"].get<std::string>()
-                                                         : v["response"].dump())
+                                                         : detail::json_text(v["response"]))
                             : buf_;
     }
     buf_.clear();
@@ -101,16 +102,18 @@ class tool_call_streamer {
   void emit_text(std::string_view s, bool settled, reply_piece& out) {
     if (s.empty()) return;
     bool const blank = s.find_first_not_of(" \t\r\n") == std::string_view::npos;
-    if (blank && settled && (calls_ > 0 || !sent_)) return;
+    if (blank && settled && ((calls_ > 0 && !text_since_call_) || !sent_)) return;
     if (calls_ > 0 && !sent_) s = s.substr(s.find_first_not_of(" \t\r\n"));
     out.content += s;
     sent_ = true;
+    text_since_call_ = true;
   }
 
   tool_format format_;
   nlohmann::ordered_json tools_;
   std::string buf_, gap_;
   bool inside_ = false, sent_ = false;
+  bool text_since_call_ = false;  // content went out after the last call (its whitespace stays)
   std::size_t calls_ = 0;
 };
 
