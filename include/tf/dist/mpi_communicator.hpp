@@ -117,8 +117,9 @@ class mpi_communicator {
     // The size is root's: probe its message, then receive exactly that one.
     MPI_Message message = MPI_MESSAGE_NULL;
     MPI_Status status{};
-    auto const deadline = std::chrono::steady_clock::now() + timeout_;
-    for (unsigned spins = 0;; ++spins) {
+    auto const start = std::chrono::steady_clock::now();
+    auto const deadline = start + timeout_;
+    for (;;) {
       int found = 0;
       if (int const rc = MPI_Improbe(root, tag, comm_, &found, &message, &status);
           rc != MPI_SUCCESS)
@@ -130,7 +131,7 @@ class mpi_communicator {
             fmt::format("tf: {}: broadcast got nothing from {} in {:.1f} s ({} died or stopped "
                         "answering)",
                         who(rank_), who(root), seconds(timeout_), who(root)));
-      if (spins > spin_before_yield) std::this_thread::yield();
+      if (std::chrono::steady_clock::now() - start > spin_before_yield) std::this_thread::yield();
     }
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
@@ -157,8 +158,8 @@ class mpi_communicator {
 
  private:
   enum class kind : int { gather = 1, broadcast = 2 };
-  // Spins of MPI_Test before the wait yields the core (ranks may share cores).
-  static constexpr unsigned spin_before_yield = 64;
+  // How long a wait spins before it yields the core between polls (ranks may share cores).
+  static constexpr std::chrono::microseconds spin_before_yield{1000};
 
   struct pending {
     MPI_Request request = MPI_REQUEST_NULL;
@@ -233,46 +234,87 @@ class mpi_communicator {
   void gather(void const* mine, std::size_t bytes, std::byte* out, char const* what) {
     int const tag = next_tag(kind::gather);
     int const count = count_of(bytes, what);
-    if (bytes) std::memmove(out + static_cast<std::size_t>(rank_) * bytes, mine, bytes);
-    if (size_ == 1) return;
-    open_.clear();
-    open_.reserve(2 * static_cast<std::size_t>(size_));
-    for (int k = 1; k < size_; ++k) {
-      int const peer = (rank_ - k + size_) % size_;
-      post_receive(out + static_cast<std::size_t>(peer) * bytes, count, peer, tag, what);
+    std::byte* const own = out + static_cast<std::size_t>(rank_) * bytes;
+    if (size_ > 1) {
+      open_.clear();
+      open_.reserve(2 * static_cast<std::size_t>(size_));
+      for (int k = 1; k < size_; ++k) {
+        int const peer = (rank_ - k + size_) % size_;
+        post_receive(out + static_cast<std::size_t>(peer) * bytes, count, peer, tag, what);
+      }
+      // Sent from the caller's buffer: the own block's copy then overlaps the transfers.
+      send_to_all(mine, count, tag, what);
     }
-    send_to_all(out + static_cast<std::size_t>(rank_) * bytes, count, tag, what);
-    wait(what, bytes);
+    if (bytes && own != mine) std::memmove(own, mine, bytes);
+    if (size_ > 1) wait(what, bytes);
   }
 
-  // Polls every open request until all complete, an MPI error, or the deadline.
+  // Polls the open requests (one MPI_Testall, one progress pass) until all complete, an MPI
+  // error, or the deadline; then checks each receive's size.
   void wait(char const* what, std::size_t expected) {
-    auto const deadline = std::chrono::steady_clock::now() + timeout_;
-    std::size_t open = open_.size();
-    for (unsigned spins = 0; open > 0; ++spins) {
-      for (pending& p : open_) {
-        if (p.request == MPI_REQUEST_NULL) continue;
-        int done = 0;
-        MPI_Status status{};
-        if (int const rc = MPI_Test(&p.request, &done, &status); rc != MPI_SUCCESS)
-          fail(fmt::format("tf: {}: MPI {} {} {} failed: {}{}", who(rank_), what,
-                           p.receive ? "from" : "to", who(p.peer), detail::mpi_error_text(rc),
-                           p.receive ? " (did the ranks pass different sizes?)" : ""),
-               truncated(rc));
-        if (!done) continue;
-        --open;
-        if (!p.receive) continue;
-        int got = 0;
-        MPI_Get_count(&status, MPI_BYTE, &got);
-        if (static_cast<std::size_t>(got) != expected)
-          fail(fmt::format("tf: {}: {} sent {} bytes to {}, this rank expected {} (the ranks "
-                           "called it with different sizes)",
-                           who(rank_), who(p.peer), got, what, expected),
-               true);
+    auto const start = std::chrono::steady_clock::now();
+    auto const deadline = start + timeout_;
+    requests_.resize(open_.size());
+    statuses_.resize(open_.size());
+    for (std::size_t i = 0; i < open_.size(); ++i) requests_[i] = open_[i].request;
+    for (;;) {
+      int done = 0;
+      int const rc = MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done,
+                                 statuses_.data());
+      // Testall frees what completed: fail() must see only the handles still open.
+      for (std::size_t i = 0; i < open_.size(); ++i) open_[i].request = requests_[i];
+      if (rc == MPI_ERR_IN_STATUS) failed_in_status(what);
+      if (rc != MPI_SUCCESS)
+        fail(
+            fmt::format("tf: {}: MPI {} failed: {}", who(rank_), what, detail::mpi_error_text(rc)));
+      if (done) break;
+      auto const now = std::chrono::steady_clock::now();
+      if (now > deadline) {
+        settle_each(what);  // the ones still open are the silent peers
+        fail(timed_out(what));
       }
-      if (open == 0) break;
-      if (std::chrono::steady_clock::now() > deadline) fail(timed_out(what));
-      if (spins > spin_before_yield) std::this_thread::yield();
+      if (now - start > spin_before_yield) std::this_thread::yield();
+    }
+    for (std::size_t i = 0; i < open_.size(); ++i) {
+      pending const& p = open_[i];
+      if (!p.receive) continue;
+      int got = 0;
+      MPI_Get_count(&statuses_[i], MPI_BYTE, &got);
+      if (static_cast<std::size_t>(got) != expected)
+        fail(fmt::format("tf: {}: {} sent {} bytes to {}, this rank expected {} (the ranks "
+                         "called it with different sizes)",
+                         who(rank_), who(p.peer), got, what, expected),
+             true);
+    }
+  }
+
+  // MPI_Testall said some request failed: name its peer from its status.
+  void failed_in_status(char const* what) {
+    for (std::size_t i = 0; i < open_.size(); ++i) {
+      int const e = statuses_[i].MPI_ERROR;
+      if (e == MPI_SUCCESS || e == MPI_ERR_PENDING) continue;
+      pending const& p = open_[i];
+      fail(fmt::format("tf: {}: MPI {} {} {} failed: {}{}", who(rank_), what,
+                       p.receive ? "from" : "to", who(p.peer), detail::mpi_error_text(e),
+                       p.receive ? " (did the ranks pass different sizes?)" : ""),
+           truncated(e));
+    }
+  }
+
+  // MPI_Test on each request still open: names the peer of one that failed, and leaves the
+  // open ones open (their status is kept for the size check).
+  void settle_each(char const* what) {
+    for (std::size_t i = 0; i < open_.size(); ++i) {
+      pending& p = open_[i];
+      if (p.request == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      MPI_Status status{};
+      if (int const rc = MPI_Test(&p.request, &done, &status); rc != MPI_SUCCESS)
+        fail(fmt::format("tf: {}: MPI {} {} {} failed: {}{}", who(rank_), what,
+                         p.receive ? "from" : "to", who(p.peer), detail::mpi_error_text(rc),
+                         p.receive ? " (did the ranks pass different sizes?)" : ""),
+             truncated(rc));
+      if (done) statuses_[i] = status;
     }
   }
 
@@ -326,6 +368,8 @@ class mpi_communicator {
   std::string failed_;
   std::vector<std::string> hosts_;
   std::vector<pending> open_;
+  std::vector<MPI_Request> requests_;
+  std::vector<MPI_Status> statuses_;
   std::vector<float> sum_scratch_;
   std::vector<std::byte> gather_scratch_;
 };
