@@ -1,9 +1,9 @@
 #pragma once
 /// mpi_communicator: the communicator of CPU ranks over MPI, on one machine (shared memory) or
 /// many (TCP). Every collective is nonblocking point-to-point messages to and from each peer,
-/// polled against a deadline (mpi_options::timeout, 8 s by default, so an error comes
-/// within 10 s): a peer that died or stopped
-/// answering is a tf::error naming it (rank and host), never a hang. MPI's own failures come back
+/// polled against a deadline (mpi_options::timeout, 8 s by default, so an error comes within
+/// 10 s): a peer that died or stopped answering is a tf::error naming it (rank and host), never a
+/// hang. MPI's own failures come back
 /// through MPI_ERRORS_RETURN, set on the communicator's own duplicate of MPI_COMM_WORLD, and are
 /// thrown as tf::error naming this rank, the peer and the collective. After an error the
 /// communicator is spent: every later call throws the first error again.
@@ -136,7 +136,7 @@ class mpi_communicator {
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
     data.resize(static_cast<std::size_t>(count));
-    open_.push_back({MPI_REQUEST_NULL, root, true, std::size_t(count)});
+    open_.push_back({MPI_REQUEST_NULL, root, true});
     if (int const rc = MPI_Imrecv(data.data(), count, MPI_BYTE, &message, &open_.back().request);
         rc != MPI_SUCCESS)
       fail(fmt::format("tf: {}: MPI broadcast from {} failed: {}", who(rank_), who(root),
@@ -165,7 +165,6 @@ class mpi_communicator {
     MPI_Request request = MPI_REQUEST_NULL;
     int peer = 0;
     bool receive = false;
-    std::size_t bytes = 0;  // a receive's expected size
   };
 
   static bool truncated(int rc) {
@@ -211,7 +210,7 @@ class mpi_communicator {
   }
 
   void post_receive(void* into, int count, int peer, int tag, char const* what) {
-    open_.push_back({MPI_REQUEST_NULL, peer, true, std::size_t(count)});
+    open_.push_back({MPI_REQUEST_NULL, peer, true});
     if (int const rc = MPI_Irecv(into, count, MPI_BYTE, peer, tag, comm_, &open_.back().request);
         rc != MPI_SUCCESS)
       fail(fmt::format("tf: {}: MPI {} from {} failed: {}", who(rank_), what, who(peer),
@@ -222,7 +221,7 @@ class mpi_communicator {
     // Peers in ring order from this rank, so no peer gets every rank's first message.
     for (int k = 1; k < size_; ++k) {
       int const peer = (rank_ + k) % size_;
-      open_.push_back({MPI_REQUEST_NULL, peer, false, 0});
+      open_.push_back({MPI_REQUEST_NULL, peer, false});
       if (int const rc = MPI_Isend(from, count, MPI_BYTE, peer, tag, comm_, &open_.back().request);
           rc != MPI_SUCCESS)
         fail(fmt::format("tf: {}: MPI {} to {} failed: {}", who(rank_), what, who(peer),
