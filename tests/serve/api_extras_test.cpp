@@ -111,9 +111,21 @@ TEST_CASE("/tokenize and /detokenize take llama-server's shapes; bad ones get a 
   CHECK(pieces["tokens"] ==
         json::parse(R"([{"id": 111, "piece": "o"}, {"id": 107, "piece": "k"}])"));
   CHECK(post_to(c, "/tokenize", R"({"content": ""})", 200)["tokens"] == json::array());
+  // llama-server's "content" and vLLM's "prompt".
   CHECK(post_to(c, "/detokenize", R"({"tokens": [104, 105, 33]})", 200) ==
-        json{{"content", "hi!"}});
-  CHECK(post_to(c, "/detokenize", R"({"tokens": []})", 200) == json{{"content", ""}});
+        json{{"content", "hi!"}, {"prompt", "hi!"}});
+  CHECK(post_to(c, "/detokenize", R"({"tokens": []})", 200) ==
+        json{{"content", ""}, {"prompt", ""}});
+  // vLLM's /tokenize: "prompt", special tokens added unless told not to, with its count.
+  auto const v = post_to(c, "/tokenize", R"({"prompt": "hi"})", 200);
+  CHECK(v["tokens"] == json::array({256, 104, 105}));
+  CHECK(v["count"] == 3);
+  CHECK(post_to(c, "/tokenize", R"({"prompt": "hi", "add_special_tokens": false})",
+                200)["tokens"] == json::array({104, 105}));
+  auto const info = c.Get("/tokenizer_info");
+  REQUIRE(info);
+  CHECK(info->status == 200);
+  CHECK(json::parse(info->body).contains("eos_token"));
   // Round trip: what a completion generated detokenizes to its text.
   auto const reply = post(c, "/v1/completions",
                           {{"prompt", "round"}, {"max_tokens", 12}, {"temperature", 0}}, 200);

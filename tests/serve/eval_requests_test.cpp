@@ -249,3 +249,49 @@ TEST_CASE("bad prompts: ids outside the vocabulary name the first, empty or mixe
   post(c, "/v1/completions", greedy(json::array({1, 2, 3}), 2), 200);
   CHECK(s.server->model()->count().balanced());
 }
+
+namespace {
+
+std::uint64_t counter(httplib::Client& c, std::string const& name) {
+  auto const m = c.Get("/metrics");
+  REQUIRE(m);
+  auto const at = m->body.find("\n" + name + " ");
+  REQUIRE(at != std::string::npos);
+  return std::stoull(m->body.substr(at + name.size() + 2));
+}
+
+}  // namespace
+
+TEST_CASE("n > 1 reads the prompt once: the other choices reuse its pages, replies unchanged") {
+  live_server s;
+  auto c = s.client();
+  std::string const prompt(150, 'p');
+  auto body = greedy(prompt, 6);
+  body["temperature"] = 1.0;
+  body["seed"] = 40;
+  body["n"] = 3;
+  auto const before = counter(c, "tf_prompt_tokens_total");
+  auto const shared = post(c, "/v1/completions", body, 200);
+  auto const read = counter(c, "tf_prompt_tokens_total") - before;
+  // A prompt no request sent before: the first choice reads all of it (BOS + 150), each other
+  // one its last token only.
+  CHECK(read == 151 + 2);
+  REQUIRE(shared["choices"].size() == 3);
+  for (int k = 0; k < 3; ++k) {
+    auto one = greedy(prompt, 6);
+    one["temperature"] = 1.0;
+    one["seed"] = 40 + k;
+    CHECK(post(c, "/v1/completions", one, 200)["choices"][0]["text"] ==
+          shared["choices"][k]["text"]);
+  }
+  // Two prompts of n = 2 each, both at once: each prompt's second choice waits for its own first.
+  auto two = greedy(json::array({std::string(90, 'a'), std::string(70, 'b')}), 3);
+  two["n"] = 2;
+  auto const before2 = counter(c, "tf_prompt_tokens_total");
+  auto const r2 = post(c, "/v1/completions", two, 200);
+  // Each first choice reuses the BOS kept from the requests above and reads the rest.
+  CHECK(counter(c, "tf_prompt_tokens_total") - before2 == 90 + 1 + 70 + 1);
+  CHECK(r2["choices"][0]["text"] == r2["choices"][1]["text"]);
+  CHECK(r2["choices"][2]["text"] == r2["choices"][3]["text"]);
+  CHECK(s.server->model()->count().balanced());
+}

@@ -196,7 +196,9 @@ class lane_admission {
       if (slot >= 0) record({decision_kind::keep_prefix, id, {tokens.begin(), tokens.end()}, 0});
       return slot;
     } else {
-      return -1;  // a pool without slots reuses any prefix of the whole sequence kept at finish
+      if (pool_.keep_prefix(id, tokens).new_entry)
+        record({decision_kind::keep_prefix, id, {tokens.begin(), tokens.end()}, 0});
+      return -1;
     }
   }
 

@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -101,10 +102,25 @@ class lane_host {
     s->prompt_tokens_ = n;
     // A scored prompt runs afresh: a kept prefix has no logits to give.
     if (req.prompt_logprobs >= 0) req.reuse_prefix = false;
+    auto leader = std::exchange(req.prefill_leader, nullptr);
     {
       std::lock_guard lock(mutex_);
       if (stopping_) return reject(out, reject_reason::stopping, "the server is shutting down");
       auto id = ++next_id_;
+      // A choice whose leader still reads the same prompt waits for the leader's pages.
+      if (auto it = leader ? prefilling_.find(leader.get()) : prefilling_.end();
+          it != prefilling_.end() && req.reuse_prefix && it->second.prompt == req.prompt) {
+        auto l = std::make_unique<lane>();
+        l->id = id;
+        l->req = std::move(req);
+        l->stream = s;
+        l->arrived = clock::now();
+        it->second.followers.push_back(std::move(l));
+        out.status = submit_status::queued;
+        out.stream = std::move(s);
+        publish_locked();
+        return out;
+      }
       auto r = admission_.submit({id, req.prompt, req.max_tokens, req.reuse_prefix});
       if (r.status == submit_status::rejected) {
         bool const full = r.kind == reject_kind::queue_full;
@@ -117,6 +133,8 @@ class lane_host {
       l->req = std::move(req);
       l->stream = s;
       l->arrived = clock::now();
+      // Only a pool without state slots shares a prompt's pages with a running stream.
+      if (!has_state && l->req.reuse_prefix) prefilling_[s.get()].prompt = l->req.prompt;
       if (r.status == submit_status::admitted) {
         l->reused = r.reused_tokens;
         l->reuse_slot = r.reuse_slot;
@@ -243,7 +261,37 @@ class lane_host {
     l.snapshotted = true;
   }
 
+  // Submits the choices waiting for `l`'s prompt, once its pages are written or it ended; with
+  // the prompt kept as an entry of the store, each reuses all of it but the last token.
+  void release_followers(lane& l) {
+    std::lock_guard lock(mutex_);
+    auto it = prefilling_.find(l.stream.get());
+    if (it == prefilling_.end()) return;
+    auto followers = std::move(it->second.followers);
+    prefilling_.erase(it);
+    if (followers.empty()) return;
+    if (l.pos >= l.req.prompt.size() && !l.stream_done)
+      admission_.keep_prefix(l.id, std::span<std::int32_t const>(l.req.prompt));
+    for (auto& f : followers) {
+      auto r = admission_.submit({f->id, f->req.prompt, f->req.max_tokens, f->req.reuse_prefix});
+      if (r.status == submit_status::rejected) {
+        metrics_->requests_finished++;
+        f->stream->finish(finish_reason::error, "tf: " + r.reason);
+        continue;
+      }
+      if (r.status == submit_status::admitted) {
+        f->reused = r.reused_tokens;
+        f->reuse_slot = r.reuse_slot;
+        inbox_.push_back(std::move(f));
+      } else {
+        waiting_.push_back(std::move(f));
+      }
+    }
+    cv_.notify_all();
+  }
+
   void end(lane& l, finish_reason why, std::string err = {}) {
+    release_followers(l);
     // What the stream wrote (prompt, then generated tokens) is kept for prefix reuse, unless a
     // forward failed: then its KV and state may be partial.
     bool const keep = why != finish_reason::error && l.pos > 0;
@@ -343,6 +391,7 @@ class lane_host {
         // Cancels of waiting requests: they leave the queue.
         for (auto it = waiting_.begin(); it != waiting_.end();) {
           if ((*it)->stream->cancel_requested() || past_grace) {
+            cancel_followers_locked(**it);
             admission_.cancel((*it)->id);
             metrics_->cancelled++;
             metrics_->requests_finished++;
@@ -449,6 +498,7 @@ class lane_host {
         l.pos += n;
         if constexpr (has_state)
           if (l.pos == l.keep_at) take_snapshot(l);
+        if (last) release_followers(l);
         if (first) emit(l, std::move(*first));
         if (last && !sample_first) end(l, finish_reason::length);
         return;
@@ -470,6 +520,7 @@ class lane_host {
       l.pos += n;
       if constexpr (has_state)
         if (l.pos == l.keep_at) take_snapshot(l);
+      if (last) release_followers(l);
       if (first) emit(l, std::move(*first));
       if (last && !sample_first) end(l, finish_reason::length);
       return;
@@ -522,11 +573,29 @@ class lane_host {
     }
   }
 
+  // Ends the choices waiting for a leader that leaves the queue before it ran.
+  void cancel_followers_locked(lane& l) {
+    auto it = prefilling_.find(l.stream.get());
+    if (it == prefilling_.end()) return;
+    for (auto& f : it->second.followers) {
+      metrics_->cancelled++;
+      metrics_->requests_finished++;
+      f->stream->finish(finish_reason::cancelled);
+    }
+    prefilling_.erase(it);
+  }
+
+  std::size_t followers_locked() const {
+    std::size_t n = 0;
+    for (auto const& [stream, p] : prefilling_) n += p.followers.size();
+    return n;
+  }
+
   void publish_locked() {
     auto c = admission_.census();
     auto l = admission_.load();
     snapshot_.running = l.running;
-    snapshot_.queued = l.queued;
+    snapshot_.queued = l.queued + followers_locked();
     snapshot_.requeued = l.requeued;
     snapshot_.pages_free = static_cast<std::size_t>(c.free);
     snapshot_.pages_held = static_cast<std::size_t>(c.held);
@@ -558,6 +627,12 @@ class lane_host {
   std::condition_variable cv_;
   std::deque<std::unique_ptr<lane>> waiting_;
   std::vector<std::unique_ptr<lane>> inbox_;  // admitted at submit, not yet started
+  // Streams still reading their prompt whose pages other choices may share, by stream.
+  struct prefill_group {
+    std::vector<std::int32_t> prompt;
+    std::vector<std::unique_ptr<lane>> followers;  // not yet submitted to admission
+  };
+  std::map<request_stream const*, prefill_group> prefilling_;
   bool stopping_ = false;
   clock::time_point drain_deadline_{};
   load_snapshot snapshot_;

@@ -44,6 +44,9 @@ struct generation_request {
   // >= 0: score the prompt (each token after the first: its logprob and this many of the most
   // likely alternatives), from logits of the prompt run afresh; -1: no prompt logprobs.
   int prompt_logprobs = -1;
+  // Another choice of the same prompt, submitted before this one: this request waits for its
+  // prompt's pages and reuses them (one prefill for n choices), where the pool can share pages.
+  std::shared_ptr<class request_stream> prefill_leader;
 };
 
 /// The client side of one request: tokens arrive from the engine thread, cancel() goes back.

@@ -139,6 +139,9 @@ class completion_routes {
       auto gi = g;
       gi.prompt = p.ids;
       gi.sampling.seed = static_cast<std::uint64_t>(c.seed);
+      // The prompt's later choices share its first choice's prefill.
+      if (i % static_cast<std::size_t>(rq.n) != 0)
+        gi.prefill_leader = j->choices[i - i % static_cast<std::size_t>(rq.n)].stream;
       auto r = b->submit(std::move(gi));
       if (r.status == submit_status::rejected) {
         j->cancel_all();
