@@ -27,8 +27,9 @@ int main(int argc, char** argv) {
   app.add_option("-f,--file", file, "the text to score")->required()->check(CLI::ExistingFile);
   app.add_option("-c,--ctx-size", po.context, "tokens per window")->check(CLI::Range(2, 1 << 20));
   app.add_option("--ppl-stride", po.stride,
-                 "0: side-by-side windows scoring their second half; > 0: a window every "
-                 "STRIDE tokens scoring its last STRIDE")
+                 "0: side-by-side windows scoring their second half; > 0: windows of "
+                 "CTX + STRIDE/2 tokens (rounded up to a multiple of 256) every STRIDE tokens, "
+                 "each scoring its last STRIDE")
       ->check(CLI::Range(0, 1 << 20));
   app.add_option("--chunks", po.chunks, "windows to score at most (-1: all)");
   app.add_option("--parallel", po.streams, "windows run as one batch")->check(CLI::Range(1, 1024));
@@ -46,9 +47,14 @@ int main(int argc, char** argv) {
     auto const* codec = model->codec();
     if (!codec) throw tf::error("tf-perplexity: the model has no tokenizer");
     std::ifstream in(file, std::ios::binary);
-    std::string const text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // As llama.cpp's -f: one trailing newline is not part of the text.
+    if (!text.empty() && text.back() == '\n') text.pop_back();
     // As llama-perplexity: the whole text with the vocabulary's BOS, special texts not parsed.
     auto const ids = codec->tokens().encode(text, true, false);
+    // As llama-perplexity: a strided window is the context and half the stride, rounded up to
+    // a multiple of 256 (llama.cpp pads every context so).
+    if (po.stride > 0) po.context = (po.context + po.stride / 2 + 255) / 256 * 256;
     auto const& vocab = codec->tokens().vocab();
     if (vocab.add_bos) po.bos = vocab.bos;
     fmt::print(stderr,
