@@ -5,8 +5,8 @@ and threads, alternating, in one run on one machine; appends a table to bench/RE
 
 Both tools score the same windows (side by side, each its second half); the figure is window
 tokens per second (every position of every window runs, half of them give logits) from each
-tool's own clock, without the model load: tf-perplexity's "window tokens/s" line, and
-llama-perplexity's "prompt eval time" (llama_perf_context_print). llama-perplexity is the
+tool's own clock, without the model load and tokenizing: tf-perplexity's "window tokens/s" line,
+and llama-perplexity's log time stamps from "calculating perplexity" to "Final estimate". llama-perplexity is the
 gcc-native build of bench/build_llama_cpp.sh (the best that runs on a CPU without AVX-512).
 """
 
@@ -45,10 +45,17 @@ def run_llama(tool, text, ctx, threads):
     out = subprocess.run([str(tool), "-m", str(MODEL), "-f", str(text), "-c", str(ctx), "-t",
                           str(threads), "-b", "2048"], capture_output=True, text=True, check=True)
     log = out.stdout + out.stderr
-    m = re.search(r"prompt eval time =\s*([0-9.]+) ms /\s*(\d+) tokens", log)
-    rate = int(m.group(2)) / (float(m.group(1)) / 1000.0)
+
+    # Its log lines start with the time since start, MINUTES.SECONDS.MS.US.
+    def stamp(pattern):
+        m = re.search(r"(\d+)\.(\d+)\.(\d+)\.(\d+) I [^\n]*" + pattern, log)
+        mi, se, ms, us = (int(g) for g in m.groups())
+        return mi * 60 + se + ms / 1e3 + us / 1e6
+
+    chunks = int(re.search(r"calculating perplexity over (\d+) chunks", log).group(1))
+    seconds = stamp("Final estimate") - stamp("calculating perplexity over")
     ppl = float(re.search(r"Final estimate: PPL = ([0-9.]+)", log).group(1))
-    return rate, ppl
+    return chunks * ctx / seconds, ppl
 
 
 def main():
