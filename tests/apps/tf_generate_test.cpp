@@ -3,6 +3,7 @@
 // fixture's expected.json), printed as token ids; a bad argument fails with a clear message.
 // The hybrid families (Qwen3.5, Nemotron-H) run here as serve runs them (live_hybrid_test).
 #include <tests/common/cannot_run.hpp>
+#include <tests/common/run_command.hpp>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -24,21 +25,8 @@ fs::path binary() {
   return fs::path(TF_BINARY_DIR) / "apps" / "tf-generate";
 }
 
-struct run_result {
-  int status = -1;
-  std::string out;  // stdout and stderr
-};
-
-run_result run(std::string const& args) {
-  run_result r;
-  std::string const cmd = binary().string() + " " + args + " 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p.get()))
-    r.out.append(buf.data(), n);
-  r.status = pclose(p.release());
-  return r;
+tf::test::run_result run(std::string const& args) {
+  return tf::test::run_command(binary().string() + " " + args);
 }
 
 std::string join(std::vector<std::int32_t> const& ids, char const* sep) {

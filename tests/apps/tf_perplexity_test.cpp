@@ -4,6 +4,7 @@
 // batched path, and every running figure of its one-token path to the printed digits; the same
 // bits at 1 and 2 threads and any number of windows at once; a text too short refused clearly.
 #include <tests/common/cannot_run.hpp>
+#include <tests/common/run_command.hpp>
 #include <tf/model/default_model.hpp>
 
 #include <catch2/catch.hpp>
@@ -24,22 +25,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct run_result {
-  int status = -1;
-  std::string out;
-};
-
-run_result run(std::string const& args) {
-  run_result r;
-  auto const cmd =
-      (fs::path(TF_BINARY_DIR) / "apps" / "tf-perplexity").string() + " " + args + " 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p.get()))
-    r.out.append(buf.data(), n);
-  r.status = pclose(p.release());
-  return r;
+tf::test::run_result run(std::string const& args) {
+  return tf::test::run_command((fs::path(TF_BINARY_DIR) / "apps" / "tf-perplexity").string() + " " +
+                               args);
 }
 
 struct figures {

@@ -14,25 +14,15 @@ Prints "ok" and exits 0 on success; prints what failed and exits 1.
 """
 
 import json
+import pathlib
 import sys
 import threading
-import urllib.error
 import urllib.request
 
 import openai
 
-
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def post(base, path, body):
-    req = urllib.request.Request(
-        base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(req, timeout=600) as r:
-        return json.loads(r.read())
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from openai_client_check import fail, raw_post as post  # noqa: E402
 
 
 def post_stream(base, path, body):

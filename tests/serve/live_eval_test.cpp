@@ -9,22 +9,33 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 using namespace tf::test::live;
 
-TEST_CASE("the real model: scored prompts equal generated logprobs; every prompt form") {
-  if (!real_model_ready()) return;
-  if (!have_python_openai()) return;
-  live_server s({"--parallel", "4", "--context", "1024", "--threads", "2"});
+namespace {
+
+// Serves the default model with `args` and runs a check script against it to its "ok".
+void check_with_script(std::vector<std::string> const& args, std::string const& script) {
+  live_server s(args);
   REQUIRE(s.wait_ready(std::chrono::seconds(180)));
   int rc = 0;
-  auto const out = run_capture(
-      "python3 " TF_SOURCE_DIR "/tests/serve/eval_client_check.py " + s.base() + " 2>&1", rc);
+  auto const out =
+      run_capture("python3 " TF_SOURCE_DIR "/tests/serve/" + script + " " + s.base() + " 2>&1", rc);
   INFO(out);
   CHECK(rc == 0);
   CHECK(out.find("\nok") != std::string::npos);
   CHECK(s.stop() == 0);
   check_census(s.log());
+}
+
+}  // namespace
+
+TEST_CASE("the real model: scored prompts equal generated logprobs; every prompt form") {
+  if (!real_model_ready()) return;
+  if (!have_python_openai()) return;
+  check_with_script({"--parallel", "4", "--context", "1024", "--threads", "2"},
+                    "eval_client_check.py");
 }
 
 TEST_CASE("the real model: lm-evaluation-harness's local-completions scores twice, equal") {
@@ -33,14 +44,5 @@ TEST_CASE("the real model: lm-evaluation-harness's local-completions scores twic
     tf::test::cannot_run("python3 has no lm_eval package");
     return;
   }
-  live_server s({"--parallel", "2", "--context", "1024", "--threads", "2"});
-  REQUIRE(s.wait_ready(std::chrono::seconds(180)));
-  int rc = 0;
-  auto const out = run_capture(
-      "python3 " TF_SOURCE_DIR "/tests/serve/lm_eval_check.py " + s.base() + " 2>&1", rc);
-  INFO(out);
-  CHECK(rc == 0);
-  CHECK(out.find("\nok") != std::string::npos);
-  CHECK(s.stop() == 0);
-  check_census(s.log());
+  check_with_script({"--parallel", "2", "--context", "1024", "--threads", "2"}, "lm_eval_check.py");
 }

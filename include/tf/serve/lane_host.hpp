@@ -495,27 +495,8 @@ class lane_host {
         if (sample_first)
           first = l.sampler->sample(std::span<float const>(logits).subspan((n - 1) * vocab()),
                                     l.history);
-        l.pos += n;
-        if constexpr (has_state)
-          if (l.pos == l.keep_at) take_snapshot(l);
-        if (last) release_followers(l);
-        if (first) emit(l, std::move(*first));
-        if (last && !sample_first) end(l, finish_reason::length);
-        return;
-      }
-      if constexpr (sampling_model<Model>) {
-        if (sample_first) {
-          sample::sampler* s = &*l.sampler;
-          std::span<std::int32_t const> const h = l.history;
-          first.emplace();
-          model_.forward_sample(std::span<batch_row const>(&row, 1), {&s, 1}, {&h, 1},
-                                {&*first, 1});
-        }
-      }
-      if (!first) {
-        logits.resize(vocab());
-        model_.forward(std::span<batch_row const>(&row, 1), logits.data());
-        if (sample_first) first = l.sampler->sample(logits, l.history);
+      } else {
+        first = read_chunk(l, row, sample_first, logits);
       }
       l.pos += n;
       if constexpr (has_state)
@@ -525,6 +506,24 @@ class lane_host {
       if (last && !sample_first) end(l, finish_reason::length);
       return;
     }
+  }
+
+  // Runs a prompt chunk that gives no prompt logprobs; samples the first token when asked.
+  std::optional<sample::sample_result> read_chunk(lane& l, batch_row const& row, bool sample,
+                                                  std::vector<float>& logits) {
+    if constexpr (sampling_model<Model>) {
+      if (sample) {
+        sample::sampler* s = &*l.sampler;
+        std::span<std::int32_t const> const h = l.history;
+        sample::sample_result first;
+        model_.forward_sample(std::span<batch_row const>(&row, 1), {&s, 1}, {&h, 1}, {&first, 1});
+        return first;
+      }
+    }
+    logits.resize(vocab());
+    model_.forward(std::span<batch_row const>(&row, 1), logits.data());
+    if (sample) return l.sampler->sample(logits, l.history);
+    return std::nullopt;
   }
 
   // One token for every stream past its prompt, as one batched forward.
