@@ -54,9 +54,8 @@ struct choice_state {
   nlohmann::json tool_calls = nlohmann::json::array();  // OpenAI tool_call objects so far
   std::vector<std::int32_t> tokens;
   nlohmann::json logprobs = nlohmann::json::array();
-  std::size_t prompt_index = 0;          // which of the request's prompts this choice continues
-  std::string prompt_text;               // what echo repeats
-  std::vector<std::int32_t> prompt_ids;  // the prompt as the model read it
+  std::string prompt_text;                           // what echo repeats
+  std::vector<std::int32_t> prompt_ids;              // the prompt as the model read it
   std::vector<sample::sample_result> prompt_scores;  // the prompt's tokens from the second, scored
   std::int64_t seed = 0;
   finish_reason reason = finish_reason::length;
@@ -134,23 +133,29 @@ struct completion_job {
     }
   }
 
+  /// A logprob entry's name for a token: its text, or vLLM's "token_id:N" when asked.
+  std::string token_name(std::int32_t id, std::string const& piece) const {
+    return req.tokens_as_ids ? "token_id:" + std::to_string(id) : detail::valid_utf8(piece);
+  }
+
+  /// A piece's bytes as the JSON array logprob entries carry.
+  static nlohmann::json piece_bytes(std::string const& piece) {
+    auto a = nlohmann::json::array();
+    for (unsigned char ch : piece) a.push_back(ch);
+    return a;
+  }
+
   nlohmann::json logprob_entry(sample::sample_result const& t, std::string const& piece) const {
-    auto bytes = [](std::string const& s) {
-      auto a = nlohmann::json::array();
-      for (unsigned char ch : s) a.push_back(ch);
-      return a;
-    };
-    auto name = [&](std::int32_t id, std::string const& p) {
-      return req.tokens_as_ids ? "token_id:" + std::to_string(id) : detail::valid_utf8(p);
-    };
     auto top = nlohmann::json::array();
     for (auto const& alt : t.top) {
       auto p = model->piece(alt.token);
-      top.push_back({{"token", name(alt.token, p)}, {"logprob", alt.logprob}, {"bytes", bytes(p)}});
+      top.push_back({{"token", token_name(alt.token, p)},
+                     {"logprob", alt.logprob},
+                     {"bytes", piece_bytes(p)}});
     }
-    return {{"token", name(t.token, piece)},
+    return {{"token", token_name(t.token, piece)},
             {"logprob", t.logprob},
-            {"bytes", bytes(piece)},
+            {"bytes", piece_bytes(piece)},
             {"top_logprobs", top}};
   }
 
@@ -198,12 +203,11 @@ struct completion_job {
     auto out = nlohmann::json::array();
     if (c.prompt_ids.empty()) return out;
     auto const id = c.prompt_ids.front();
-    auto const first = req.tokens_as_ids ? "token_id:" + std::to_string(id)
-                                         : detail::valid_utf8(model->piece(id));
-    auto bytes = nlohmann::json::array();
-    for (unsigned char ch : model->piece(id)) bytes.push_back(ch);
-    out.push_back(
-        {{"token", first}, {"logprob", nullptr}, {"bytes", bytes}, {"top_logprobs", nullptr}});
+    auto const piece = model->piece(id);
+    out.push_back({{"token", token_name(id, piece)},
+                   {"logprob", nullptr},
+                   {"bytes", piece_bytes(piece)},
+                   {"top_logprobs", nullptr}});
     for (auto const& t : c.prompt_scores) out.push_back(logprob_entry(t, model->piece(t.token)));
     return out;
   }

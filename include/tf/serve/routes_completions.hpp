@@ -130,7 +130,6 @@ class completion_routes {
       if (i % static_cast<std::size_t>(rq.n) == 0) j->prompt_tokens += p.ids.size();
       c.text = text_assembler(rq.stop);
       c.parser = parser;
-      c.prompt_index = i / static_cast<std::size_t>(rq.n);
       c.prompt_text = p.text;
       c.prompt_ids = p.ids;
       // Choice k of a prompt samples with seed + k, whatever else the request holds.
