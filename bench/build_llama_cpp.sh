@@ -95,7 +95,7 @@ for config in "${configs[@]}"; do
   bin="$dir/build/bin"
   echo "== $config: $dir"
   echo "cmake flags: $(printf '%q ' "${common[@]}" "${args[@]}")"
-  if [[ -x "$bin/llama-bench" && -x "$bin/llama-server" && -x "$bin/llama-perplexity" &&
+  if [[ -x "$bin/llama-bench" && -x "$bin/llama-server" && -x "$bin/llama-perplexity" && -x "$bin/llama-quantize" &&
         -f "$dir/flags.txt" &&
         "$(cat "$dir/flags.txt")" == "$flags" ]]; then
     echo "reusing the existing build (flags.txt matches)"
@@ -105,7 +105,7 @@ for config in "${configs[@]}"; do
     nice -n 10 cmake -S "$src" -B "$dir/build" "${common[@]}" "${args[@]}" >"$dir/cmake.log" 2>&1 ||
       { tail -20 "$dir/cmake.log"; exit 1; }
     grep -E "Adding CPU backend variant|OpenMP|x86 detected" "$dir/cmake.log" || true
-    nice -n 10 cmake --build "$dir/build" --target llama-bench llama-server llama-perplexity \
+    nice -n 10 cmake --build "$dir/build" --target llama-bench llama-server llama-perplexity llama-quantize \
       -j"$jobs" \
       >"$dir/build.log" 2>&1 || { tail -40 "$dir/build.log"; exit 1; }
     echo "built in $((SECONDS - start)) s"

@@ -125,20 +125,21 @@ void rows_by_sixteen(const void* w, const void* const* x, std::int64_t n, std::i
   rows_by_sixteen<W, block_q8_0u, avx512::dot_0u<16, W>, avx512::dot_0u<8, W>, \
                   avx512::dot_0u<4, W>, avx512::dot_0u<1, W>>
 
-// Sixteen activation rows against decoded weight rows: weight rows are decoded once per pass
-// into `decoded` bytes per block, activation rows are tiled sixteen at a time into `tiled`
-// bytes per block, and `dot` gives one weight row's sixteen results (each with the bits of the
-// row-major dot routine for that row).
+// `width` (16 on AVX-512, 8 on AVX2) activation rows against decoded weight rows: weight rows are
+// decoded once per pass into `decoded` bytes per block, activation rows are tiled `width` at a
+// time into `tiled` bytes per block, and `dot` gives one weight row's `width` results (each with
+// the bits of the row-major dot routine for that row).
 struct tiled_kernel {
   void (*decode)(const std::uint8_t* w, std::uint8_t* out, std::int64_t nb) = nullptr;
   void (*tile)(const std::uint8_t* x, std::int64_t arb, std::int64_t nb,
                std::uint8_t* out) = nullptr;
   using dot_fn = void (*)(const std::uint8_t* w, const std::uint8_t* x, std::int64_t nb,
                           float* out);
-  dot_fn dot = nullptr;   // one weight row, out [16]
-  dot_fn dots = nullptr;  // `rows` consecutive weight rows, out [rows][16]
+  dot_fn dot = nullptr;   // one weight row, out [width]
+  dot_fn dots = nullptr;  // `rows` consecutive weight rows, out [rows][width]
   int rows = 1;
   std::int64_t decoded = 0, tiled = 0;
+  int width = 16;
 };
 
 // A weight row of `nb` blocks W decoded block by block into D.
@@ -196,9 +197,72 @@ void tile_rows_q8_k(const std::uint8_t* x, std::int64_t arb, std::int64_t nb, st
   }
 }
 
+// Eight block_q8_0 rows into avx2::block_q8_0_x8 tiles (scales widened to f32).
+inline void tile_rows_q8_0x8(const std::uint8_t* x, std::int64_t arb, std::int64_t nb,
+                             std::uint8_t* out) {
+  auto* tiles = reinterpret_cast<avx2::block_q8_0_x8*>(out);
+  for (int r = 0; r < 8; ++r) {
+    const auto* xb = reinterpret_cast<const block_q8_0*>(x + r * arb);
+    for (std::int64_t i = 0; i < nb; ++i) {
+      tiles[i].d[r] = fp16_to_fp32(xb[i].d);
+      for (int l = 0; l < 8; ++l) std::memcpy(tiles[i].qs[l][r], xb[i].qs + 4 * l, 4);
+    }
+  }
+}
+
+// Eight block_q8_k rows into avx2::block_q8_k_x8 tiles.
+inline void tile_rows_q8_kx8(const std::uint8_t* x, std::int64_t arb, std::int64_t nb,
+                             std::uint8_t* out) {
+  auto* tiles = reinterpret_cast<avx2::block_q8_k_x8*>(out);
+  for (int r = 0; r < 8; ++r) {
+    const auto* xb = reinterpret_cast<const block_q8_k*>(x + r * arb);
+    for (std::int64_t i = 0; i < nb; ++i) {
+      tiles[i].d[r] = xb[i].d;
+      for (int j = 0; j < 8; ++j) tiles[i].sums[j][r] = xb[i].bsums[2 * j] + xb[i].bsums[2 * j + 1];
+      for (int g = 0; g < 64; ++g) std::memcpy(tiles[i].qs[g][r], xb[i].qs + 4 * g, 4);
+    }
+  }
+}
+
+// The AVX2 (no VNNI) eight-row tiled kernel for `t`, or one with null members.
+inline tiled_kernel tiled_kernel_avx2(tf::model::tensor_type t) {
+  using tf::model::tensor_type;
+  namespace v = avx2;
+  auto zero = [](auto decode) {
+    return tiled_kernel{decode,
+                        tile_rows_q8_0x8,
+                        dot_tiles<v::block0_tiled8, v::block_q8_0_x8, v::dot0_tile8<1>>,
+                        dot_tiles<v::block0_tiled8, v::block_q8_0_x8, v::dot0_tile8<1>>,
+                        1,
+                        sizeof(v::block0_tiled8),
+                        sizeof(v::block_q8_0_x8),
+                        8};
+  };
+  switch (t) {
+    case tensor_type::q4_0:
+      return zero(decode_rows<block_q4_0, v::block0_tiled8, v::decode0_tiled8<block_q4_0>>);
+    case tensor_type::q5_0:
+      return zero(decode_rows<block_q5_0, v::block0_tiled8, v::decode0_tiled8<block_q5_0>>);
+    case tensor_type::q8_0:
+      return zero(decode_rows<block_q8_0, v::block0_tiled8, v::decode0_tiled8<block_q8_0>>);
+    case tensor_type::q4_k:
+      return {decode_rows<block_q4_k, v::block_q4_k_tiled8, v::decode_q4_k_tiled8>,
+              tile_rows_q8_kx8,
+              dot_tiles<v::block_q4_k_tiled8, v::block_q8_k_x8, v::dot_q4_k_tile8<1>>,
+              dot_tiles<v::block_q4_k_tiled8, v::block_q8_k_x8, v::dot_q4_k_tile8<2>>,
+              2,
+              sizeof(v::block_q4_k_tiled8),
+              sizeof(v::block_q8_k_x8),
+              8};
+    default:
+      return {};
+  }
+}
+
 // The tiled kernel for weight type `t` on `path`, or one with null members where there is none.
 inline tiled_kernel tiled_kernel_for(tf::model::tensor_type t, isa path) {
   using tf::model::tensor_type;
+  if (path == isa::avx2) return tiled_kernel_avx2(t);
   if (path != isa::avx512) return {};
   namespace v = avx512;
   auto zero = [](auto decode) {
@@ -297,7 +361,7 @@ inline matvec_fn matvec_for(tf::model::tensor_type t, isa path) {
       case tensor_type::q3_k:
         return TF_MATVEC(avx2, dot_q3_k, block_q3_k, block_q8_k);
       case tensor_type::q4_k:
-        return TF_MATVEC(avx2, dot_q4_k, block_q4_k, block_q8_k);
+        return matvec_rows<block_q4_k, block_q8_k, avx2::matvec_q4_k>;
       case tensor_type::q5_k:
         return TF_MATVEC(avx2, dot_q5_k, block_q5_k, block_q8_k);
       case tensor_type::q6_k:
@@ -617,18 +681,19 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   for (std::int64_t r = 0; r < p.b; ++r) rows[static_cast<std::size_t>(r)] = xq + r * arb;
   const void* const* xr = rows.data();
 #if TF_KERNELS_X86
-  // Many rows: whole sixteen-row groups as tiles for a tiled kernel, where the type has one.
-  const detail::tiled_kernel tk = p.b >= 16 && !corrected_act
-                                      ? detail::tiled_kernel_for(p.w_type, path)
-                                      : detail::tiled_kernel{};
-  const std::int64_t tiled_groups = tk.dot ? p.b / 16 : 0;
+  // Many rows: whole groups of a tile's width as tiles for a tiled kernel, where the type has one.
+  detail::tiled_kernel tk = p.b >= 8 && !corrected_act ? detail::tiled_kernel_for(p.w_type, path)
+                                                       : detail::tiled_kernel{};
+  if (p.b < tk.width) tk = {};
+  const std::int64_t tw = tk.width;
+  const std::int64_t tiled_groups = tk.dot ? p.b / tw : 0;
   thread_local std::vector<std::uint8_t> tile_buf;
   const std::uint8_t* tiles = nullptr;
   if (tk.dot) {
     std::uint8_t* to = detail::aligned_scratch(tile_buf, tiled_groups * dot_n * tk.tiled);
     pool.parallel_for(tiled_groups, [&](std::int64_t g0, std::int64_t g1) {
       for (std::int64_t g = g0; g < g1; ++g)
-        tk.tile(xq + g * 16 * arb, arb, dot_n, to + g * dot_n * tk.tiled);
+        tk.tile(xq + g * tw * arb, arb, dot_n, to + g * dot_n * tk.tiled);
     });
     tiles = to;
   }
@@ -645,7 +710,7 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
       // Weight rows 64 at a time decoded into L2, then every tile against them.
       thread_local std::vector<std::uint8_t> decoded;
       std::uint8_t* wd = detail::aligned_scratch(decoded, 64 * dot_n * tk.decoded);
-      const std::int64_t rest = tiled_groups * 16;
+      const std::int64_t rest = tiled_groups * tw;
       alignas(64) float out16[64][16];
       float out[64];
       for (std::int64_t s0 = begin; s0 < end; s0 += 64) {
@@ -659,10 +724,10 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
             tk.dots(wd + (row0 - s0) * dot_n * tk.decoded, tile, dot_n, out16[row0 - s0]);
           for (std::int64_t row = row0; row < s1; ++row)
             tk.dot(wd + (row - s0) * dot_n * tk.decoded, tile, dot_n, out16[row - s0]);
-          // Back to row-major in whole runs of the sixteen output rows.
-          for (int r = 0; r < 16; ++r)
+          // Back to row-major in whole runs of the tile's output rows.
+          for (std::int64_t r = 0; r < tw; ++r)
             for (std::int64_t row = s0; row < s1; ++row)
-              p.y[(g * 16 + r) * p.n + row] = out16[row - s0][r];
+              p.y[(g * tw + r) * p.n + row] = out16[row - s0][r];
         }
         if (rest < p.b)
           for (std::int64_t row = s0; row < s1; ++row) {
