@@ -1,6 +1,7 @@
 #pragma once
 /// The built-in families: one line each. A new family adds its folder and one line here.
 #include <families/gemma/gemma3.hpp>
+#include <families/gemma/gemma4.hpp>
 #include <families/glm/glm4.hpp>
 #include <families/glm/glm4_moe.hpp>
 #include <families/nemotron/nemotron_h.hpp>
@@ -14,6 +15,7 @@
 namespace tf::families {
 
 using builtin = registry<gemma::gemma3,     //
+                         gemma::gemma4,     //
                          qwen::qwen3,       //
                          qwen::qwen3_moe,   //
                          qwen::qwen35,      //

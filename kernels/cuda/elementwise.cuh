@@ -66,6 +66,10 @@ __global__ void ew_add(float* x, float const* y, std::int64_t n) {
   for (std::int64_t i = ew_first(); i < n; i += ew_stride()) x[i] += y[i];
 }
 
+__global__ void ew_scale(float* x, std::int64_t n, float factor) {
+  for (std::int64_t i = ew_first(); i < n; i += ew_stride()) x[i] *= factor;
+}
+
 __global__ void ew_add_bias(float* y, float const* b, std::int64_t n, std::int64_t cols) {
   for (std::int64_t i = ew_first(); i < n; i += ew_stride()) y[i] += b[i % cols];
 }
@@ -145,6 +149,12 @@ void add(float* x, float const* y, std::int64_t n, stream_t s) {
   if (n <= 0) return;
   detail::ew_add<<<detail::ew_blocks(n), detail::ew_threads, 0, s>>>(x, y, n);
   detail::ew_launched("add");
+}
+
+void scale(float* x, std::int64_t n, float factor, stream_t s) {
+  if (n <= 0) return;
+  detail::ew_scale<<<detail::ew_blocks(n), detail::ew_threads, 0, s>>>(x, n, factor);
+  detail::ew_launched("scale");
 }
 
 void add_bias(float* y, float const* b, std::int64_t rows, std::int64_t cols, stream_t s) {

@@ -56,6 +56,9 @@ void residual(float* x, float* o, float const* post, float const* next, std::int
 /// x[i] += y[i] for i < n.
 void add(float* x, float const* y, std::int64_t n, stream_t s);
 
+/// x *= factor over n elements.
+void scale(float* x, std::int64_t n, float factor, stream_t s);
+
 /// y[r, c] += b[c] over rows x cols.
 void add_bias(float* y, float const* b, std::int64_t rows, std::int64_t cols, stream_t s);
 

@@ -189,6 +189,12 @@ void add(float* x, float const* y, std::int64_t n, stream_t) {
   for (std::int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
+void scale(float* x, std::int64_t n, float factor, stream_t) {
+  if (n <= 0) return;
+  emu::on_device_n(x, n, "scale", "x");
+  for (std::int64_t i = 0; i < n; ++i) x[i] *= factor;
+}
+
 void add_bias(float* y, float const* b, std::int64_t rows, std::int64_t cols, stream_t) {
   if (rows <= 0 || cols <= 0) return;
   emu::on_device_n(y, rows * cols, "add_bias", "y");

@@ -27,6 +27,7 @@ struct rope_params {
   int dims = 0;
   float theta = 10000.0f;
   float freq_scale = 1.0f;
+  int rotated_pairs = 0;  // pairs i >= this keep angle 0 (proportional RoPE); 0: every pair turns
 };
 
 /// Causal attention of `heads` query heads over `kv_heads` KV heads: softmax(scale q k) v, with
@@ -88,11 +89,26 @@ struct delta_params {
   float norm_eps = 1e-6f;  // of the q and k L2 norms
 };
 
-/// The KV store's per-layer shape.
+/// One attention layer's KV: kv_heads x head_dim per position, or none of its own where it reads
+/// the KV of the earlier layer `shares` (a KV-shared layer).
+struct kv_layer_shape {
+  int kv_heads = 0;
+  int head_dim = 0;
+  int shares = -1;
+};
+
+/// The KV store's shape: `layers` attention layers, each kv_heads x head_dim unless `per_layer`
+/// (a model whose layers differ fills it, one entry per attention layer) says otherwise.
 struct kv_layout {
   int layers = 0;  // layers with attention
   int kv_heads = 0;
   int head_dim = 0;
+  std::vector<kv_layer_shape> per_layer = {};
+
+  kv_layer_shape layer(int l) const {
+    return per_layer.empty() ? kv_layer_shape{kv_heads, head_dim, -1}
+                             : per_layer[static_cast<std::size_t>(l)];
+  }
 };
 
 /// The recurrent-state store's per-slot shape: `floats` f32 of state for each recurrent layer
@@ -107,10 +123,15 @@ constexpr std::uint64_t state_bytes_per_slot(state_layout l) {
   return static_cast<std::uint64_t>(l.layers) * static_cast<std::uint64_t>(l.floats) * 4u;
 }
 
-/// Bytes per position of K and V for every attention layer of `l`.
-constexpr std::uint64_t kv_bytes_per_token(kv_layout l, kv_dtype dtype) {
-  return 2ull * static_cast<std::uint64_t>(l.layers) * static_cast<std::uint64_t>(l.kv_heads) *
-         static_cast<std::uint64_t>(l.head_dim) * (dtype == kv_dtype::f32 ? 4u : 2u);
+/// Bytes per position of K and V for every attention layer of `l` that holds its own.
+inline std::uint64_t kv_bytes_per_token(kv_layout const& l, kv_dtype dtype) {
+  std::uint64_t elems = 0;
+  for (int i = 0; i < l.layers; ++i) {
+    auto const s = l.layer(i);
+    if (s.shares < 0)
+      elems += static_cast<std::uint64_t>(s.kv_heads) * static_cast<std::uint64_t>(s.head_dim);
+  }
+  return 2ull * elems * (dtype == kv_dtype::f32 ? 4u : 2u);
 }
 
 // clang-format off
@@ -140,6 +161,7 @@ concept backend = requires {
   be.rmsnorm_heads(x, v, 1, 1e-6f);
   be.residual(x, x, &v, &v, 1e-6f);
   be.add(x, cx);
+  be.scale(x, 1.0f);
   be.matmul(w, cx, x);
   be.matmul_group({{w, x}}, cx);
   be.add_bias(x, v);

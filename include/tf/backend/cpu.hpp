@@ -132,6 +132,11 @@ class cpu {
     for (std::size_t i = 0; i < x.data.size(); ++i) x.data[i] += y.data[i];
   }
 
+  /// x *= factor.
+  void scale(buffer& x, float factor) {
+    for (auto& e : x.data) e *= factor;
+  }
+
   /// y = x w^T.
   void matmul(matrix const& w, buffer const& x, buffer& y) {
     shape(y, x.rows, w.rows);

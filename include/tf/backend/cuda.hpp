@@ -188,6 +188,11 @@ class cuda {
     kernels::cuda::add(x.data(), y.data(), x.rows * x.cols, stream_);
   }
 
+  /// x *= factor.
+  void scale(buffer& x, float factor) {
+    kernels::cuda::scale(x.data(), x.rows * x.cols, factor, stream_);
+  }
+
   void matmul(matrix const& w, buffer const& x, buffer& y) {
     if (x.cols != w.cols)
       throw error("tf: a matmul of {} x {} weights over rows of {}", w.rows, w.cols, x.cols);
@@ -217,6 +222,9 @@ class cuda {
   }
 
   void kv_write(step const& s, kv_store& kv, int layer, buffer const& k, buffer const& v) {
+    if (layer >= 0 && layer < kv.layout().layers && kv.layout().layer(layer).shares >= 0)
+      throw error("tf: KV layer {} reads layer {}'s KV and holds none to write", layer,
+                  kv.layout().layer(layer).shares);
     kernels::cuda::kv_write(kv.layer(layer), s.places(), k.data(), v.data(), s.tokens(), stream_);
   }
 

@@ -19,6 +19,18 @@ inline void check_kv_store(kv_shape shape, kv_layout layout) {
   if (layout.layers < 0 || layout.kv_heads <= 0 || layout.head_dim <= 0)
     throw error("tf: KV storage for {} layers of {} heads of {}", layout.layers, layout.kv_heads,
                 layout.head_dim);
+  if (!layout.per_layer.empty() &&
+      layout.per_layer.size() != static_cast<std::size_t>(layout.layers))
+    throw error("tf: a KV layout of {} layers lists {} layer shapes", layout.layers,
+                layout.per_layer.size());
+  for (int l = 0; l < layout.layers; ++l) {
+    auto const s = layout.layer(l);
+    // A shared layer reads an earlier layer that holds its own KV.
+    if (s.shares >= 0 ? s.shares >= l || layout.layer(s.shares).shares >= 0
+                      : s.kv_heads <= 0 || s.head_dim <= 0)
+      throw error("tf: KV layer {} of {} heads of {} sharing layer {}", l, s.kv_heads, s.head_dim,
+                  s.shares);
+  }
 }
 
 /// Throws tf::error unless floats [offset, offset + floats) of recurrent layer `layer` lie in a

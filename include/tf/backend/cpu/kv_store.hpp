@@ -18,15 +18,17 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace tf::backend::cpu_parts {
 
-/// K and V of every attention layer in `shape.num_pages` pages of `shape.page_tokens` positions.
-class kv_store {
+/// K and V of attention layers of one shape in `shape.num_pages` pages of `shape.page_tokens`
+/// positions.
+class uniform_kv_store {
  public:
-  kv_store() = default;
-  kv_store(kv_shape shape, kv_layout layout) : kv_(shape), layout_(layout) {
+  uniform_kv_store() = default;
+  uniform_kv_store(kv_shape shape, kv_layout layout) : kv_(shape), layout_(layout) {
     check_kv_store(shape, layout);
     page_floats_ = static_cast<std::size_t>(kv_.page_tokens) *
                    static_cast<std::size_t>(layout.kv_heads) *
@@ -371,6 +373,69 @@ class kv_store {
   // [num_pages, page_tokens, num_kv_heads, head_dim] per layer
   std::vector<zeroed_array<float>> k_, v_;
   std::vector<zeroed_array<std::uint16_t>> k16_, v16_;
+};
+
+/// K and V of every attention layer: one uniform store for a model whose layers share one shape,
+/// else one per layer that holds KV (a KV-shared layer reads its source's).
+class kv_store {
+ public:
+  kv_store() = default;
+  kv_store(kv_shape shape, kv_layout layout) : kv_(shape), layout_(std::move(layout)) {
+    check_kv_store(shape, layout_);
+    if (layout_.per_layer.empty()) {
+      stores_.emplace_back(shape, layout_);
+      for (int l = 0; l < layout_.layers; ++l) at_.push_back({0, l});
+      return;
+    }
+    for (int l = 0; l < layout_.layers; ++l) {
+      auto const s = layout_.layer(l);
+      if (s.shares >= 0) {
+        at_.push_back(at_[static_cast<std::size_t>(s.shares)]);
+        continue;
+      }
+      at_.push_back({static_cast<int>(stores_.size()), 0});
+      stores_.emplace_back(shape, kv_layout{1, s.kv_heads, s.head_dim});
+    }
+  }
+
+  kv_shape shape() const { return kv_; }
+  kv_layout const& layout() const { return layout_; }
+
+  /// Page `to` takes page `from`'s K and V in every layer.
+  void copy_page(std::int32_t from, std::int32_t to) {
+    for (auto& st : stores_) st.copy_page(from, to);
+  }
+
+  /// Stores token t's K and V at its position in `layer`'s pages (a shared layer holds none).
+  void store(step const& s, int layer, std::int64_t t, float const* ks, float const* vs) {
+    if (layout_.layer(checked(layer)).shares >= 0)
+      throw error("tf: KV layer {} reads layer {}'s KV and holds none to write", layer,
+                  layout_.layer(layer).shares);
+    auto const a = at_[static_cast<std::size_t>(layer)];
+    stores_[static_cast<std::size_t>(a.store)].store(s, a.layer, t, ks, vs);
+  }
+
+  /// Causal attention of the step's tokens over `layer`'s pages (its source's when shared).
+  void attend(kernels::cpu::thread_pool& pool, step const& s, int layer, float const* q, float* out,
+              attention_params const& a) const {
+    auto const at = at_[static_cast<std::size_t>(checked(layer))];
+    stores_[static_cast<std::size_t>(at.store)].attend(pool, s, at.layer, q, out, a);
+  }
+
+ private:
+  struct place {
+    int store, layer;
+  };
+  int checked(int layer) const {
+    if (layer < 0 || layer >= layout_.layers)
+      throw error("tf: attention layer {} outside the KV store's {}", layer, layout_.layers);
+    return layer;
+  }
+
+  kv_shape kv_;
+  kv_layout layout_;
+  std::vector<uniform_kv_store> stores_;
+  std::vector<place> at_;  // per layer: its store and its layer there
 };
 
 }  // namespace tf::backend::cpu_parts

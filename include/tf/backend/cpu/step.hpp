@@ -58,7 +58,7 @@ class step {
   std::vector<float> const& rope_table(rope_params p, int dims) const {
     for (auto const& t : tables_)
       if (t.p.kind == p.kind && t.p.theta == p.theta && t.p.freq_scale == p.freq_scale &&
-          t.dims == dims)
+          t.p.rotated_pairs == p.rotated_pairs && t.dims == dims)
         return t.cs;
     auto& t = tables_.emplace_back(table{p, dims, {}});
     t.cs.resize(static_cast<std::size_t>(tokens() * dims));
@@ -70,6 +70,10 @@ class step {
       else
         rope_interleaved_angles(pos * static_cast<double>(p.freq_scale), p.theta, dims, c,
                                 c + dims / 2);
+      for (int j = p.rotated_pairs; p.rotated_pairs > 0 && j < dims / 2; ++j) {
+        c[j] = 1.0f;  // an unrotated pair: angle 0
+        c[dims / 2 + j] = 0.0f;
+      }
     }
     return t.cs;
   }

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace tf::backend::cuda_parts {
@@ -17,29 +18,35 @@ namespace tf::backend::cuda_parts {
 class kv_store {
  public:
   kv_store() = default;
-  kv_store(kv_shape shape, kv_layout layout) : kv_(shape), layout_(layout) {
-    check_kv_store(shape, layout);
-    std::size_t const bytes = static_cast<std::size_t>(kv_.num_pages) * page_elems() * elem_bytes();
-    for (int l = 0; l < layout.layers; ++l) {
+  kv_store(kv_shape shape, kv_layout layout) : kv_(shape), layout_(std::move(layout)) {
+    check_kv_store(shape, layout_);
+    for (int l = 0; l < layout_.layers; ++l) {
+      auto const s = layout_.layer(l);
+      // A KV-shared layer allocates nothing: layer() hands out its source's pages.
+      std::size_t const bytes =
+          s.shares >= 0 ? 0
+                        : static_cast<std::size_t>(kv_.num_pages) * page_elems(s) * elem_bytes();
       k_.emplace_back().resize(bytes);
       v_.emplace_back().resize(bytes);
     }
   }
 
   kv_shape shape() const { return kv_; }
-  kv_layout layout() const { return layout_; }
+  kv_layout const& layout() const { return layout_; }
 
-  /// What the kernels read of attention layer `layer`.
+  /// What the kernels read of attention layer `layer` (its source's pages when it shares them).
   kernels::cuda::kv_layer layer(int layer) const {
     if (layer < 0 || layer >= layout_.layers)
       throw error("tf: attention layer {} outside the KV store's {}", layer, layout_.layers);
-    auto const l = static_cast<std::size_t>(layer);
+    auto const s = layout_.layer(layer);
+    auto const l = static_cast<std::size_t>(s.shares >= 0 ? s.shares : layer);
+    auto const own = layout_.layer(static_cast<int>(l));
     return {const_cast<std::byte*>(k_[l].data()),
             const_cast<std::byte*>(v_[l].data()),
             kv_.dtype == kv_dtype::f16,
             kv_.page_tokens,
-            layout_.kv_heads,
-            layout_.head_dim};
+            own.kv_heads,
+            own.head_dim};
   }
 
   /// Page `to` takes page `from`'s K and V in every layer.
@@ -49,13 +56,13 @@ class kv_store {
                   kv_.num_pages);
     if (from == to) return;
     for (int l = 0; l < layout_.layers; ++l)
-      kernels::cuda::kv_copy_page(layer(l), from, to, nullptr);
+      if (layout_.layer(l).shares < 0) kernels::cuda::kv_copy_page(layer(l), from, to, nullptr);
   }
 
  private:
-  std::size_t page_elems() const {
-    return static_cast<std::size_t>(kv_.page_tokens) * static_cast<std::size_t>(layout_.kv_heads) *
-           static_cast<std::size_t>(layout_.head_dim);
+  std::size_t page_elems(kv_layer_shape s) const {
+    return static_cast<std::size_t>(kv_.page_tokens) * static_cast<std::size_t>(s.kv_heads) *
+           static_cast<std::size_t>(s.head_dim);
   }
   std::size_t elem_bytes() const { return kv_.dtype == kv_dtype::f32 ? 4 : 2; }
 

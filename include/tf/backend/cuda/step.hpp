@@ -57,7 +57,7 @@ class step {
   float const* rope_table(rope_params p, int dims) const {
     for (auto const& t : tables_)
       if (t.p.kind == p.kind && t.p.theta == p.theta && t.p.freq_scale == p.freq_scale &&
-          t.dims == dims)
+          t.p.rotated_pairs == p.rotated_pairs && t.dims == dims)
         return t.cs.data();
     auto const& cs = host_.rope_table(p, dims);
     auto& t = tables_.emplace_back(table{p, dims, {}});

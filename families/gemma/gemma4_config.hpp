@@ -1,0 +1,108 @@
+#pragma once
+/// Gemma 4 hyper-parameters read from an HF config.json (gemma4_text, or the gemma4 multimodal
+/// wrapper's text_config), with transformers' defaults for the keys a saved config leaves out.
+#include <families/gemma/gemma4_hparams.hpp>
+#include <tf/error.hpp>
+#include <tf/model/config_int.hpp>
+#include <tf/model/model_file.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace tf::families::gemma {
+
+inline gemma4_hparams gemma4_hparams_from_config(nlohmann::json const& c) {
+  auto const& cfg = c.contains("text_config") ? c.at("text_config") : c;
+  gemma4_hparams hp;
+  auto has = [&](char const* k) { return cfg.contains(k) && !cfg.at(k).is_null(); };
+  auto num = [&](char const* k, double d) { return has(k) ? cfg.at(k).get<double>() : d; };
+  auto integer = [&](char const* k, int d) { return has(k) ? model::config_int(cfg.at(k), k) : d; };
+  auto flag = [&](char const* k) { return has(k) && cfg.at(k).get<bool>(); };
+  hp.vocab_size = integer("vocab_size", hp.vocab_size);
+  hp.hidden_size = integer("hidden_size", hp.hidden_size);
+  hp.intermediate_size = integer("intermediate_size", hp.intermediate_size);
+  hp.num_layers = integer("num_hidden_layers", hp.num_layers);
+  hp.num_heads = integer("num_attention_heads", hp.num_heads);
+  hp.num_kv_heads = integer("num_key_value_heads", hp.num_kv_heads);
+  hp.head_dim = integer("head_dim", hp.head_dim);
+  hp.global_head_dim = integer("global_head_dim", hp.global_head_dim);
+  hp.k_eq_v = flag("attention_k_eq_v");
+  // transformers gives full layers num_global_key_value_heads only with k_eq_v.
+  hp.num_global_kv_heads =
+      hp.k_eq_v ? integer("num_global_key_value_heads", hp.num_kv_heads) : hp.num_kv_heads;
+  hp.sliding_window = integer("sliding_window", hp.sliding_window);
+  hp.num_kv_shared_layers = integer("num_kv_shared_layers", 0);
+  hp.double_wide_mlp = flag("use_double_wide_mlp");
+  hp.ple_dim = integer("hidden_size_per_layer_input", 256);
+  hp.ple_vocab = integer("vocab_size_per_layer_input", 262144);
+  hp.moe = flag("enable_moe_block");
+  hp.num_experts = integer("num_experts", 0);
+  hp.top_k_experts = integer("top_k_experts", 0);
+  hp.moe_intermediate_size = integer("moe_intermediate_size", 0);
+  hp.rms_norm_eps = static_cast<float>(num("rms_norm_eps", 1e-6));
+  hp.final_logit_softcap = static_cast<float>(num("final_logit_softcapping", 0.0));
+  hp.context_length = integer("max_position_embeddings", hp.context_length);
+  if (has("use_bidirectional_attention"))
+    throw error("tf: gemma4 with use_bidirectional_attention is not a causal language model");
+  hp.sliding.assign(static_cast<std::size_t>(hp.num_layers), 1);
+  if (has("layer_types")) {
+    auto const& lt = cfg.at("layer_types");
+    if (!lt.is_array() || lt.size() != static_cast<std::size_t>(hp.num_layers))
+      throw error("tf: gemma4 layer_types lists {} layers of {}", lt.size(), hp.num_layers);
+    for (std::size_t i = 0; i < lt.size(); ++i) {
+      auto const t = lt[i].get<std::string>();
+      if (t != "sliding_attention" && t != "full_attention")
+        throw error("tf: gemma4 layer_types[{}] is '{}'", i, t);
+      hp.sliding[i] = t == "sliding_attention";
+    }
+  } else {
+    for (int i = 0; i < hp.num_layers; ++i) hp.sliding[static_cast<std::size_t>(i)] = (i + 1) % 6;
+  }
+  if (hp.num_layers > 0) hp.sliding.back() = 0;  // transformers forces the last layer full
+  if (has("rope_parameters")) {
+    auto const& rp = cfg.at("rope_parameters");
+    if (rp.contains("sliding_attention")) {
+      auto const& p = rp.at("sliding_attention");
+      if (p.value("rope_type", std::string("default")) != "default")
+        throw error("tf: gemma4 sliding rope_type {} (tf reads default)", p.at("rope_type").dump());
+      hp.rope_theta_local = p.value("rope_theta", 1e4f);
+    }
+    if (rp.contains("full_attention")) {
+      auto const& p = rp.at("full_attention");
+      auto const type = p.value("rope_type", std::string("default"));
+      if (type != "default" && type != "proportional")
+        throw error("tf: gemma4 full rope_type '{}' (tf reads proportional, default)", type);
+      hp.rope_theta_global = p.value("rope_theta", 1e6f);
+      hp.partial_rotary_factor =
+          type == "proportional" ? p.value("partial_rotary_factor", 1.0f) : 1.0f;
+      hp.rope_scaling_factor = type == "proportional" ? p.value("factor", 1.0f) : 1.0f;
+    }
+  }
+  // A config saved by transformers lists the full layers' own shapes per layer instead.
+  if (has("per_layer_config")) {
+    bool first = true;
+    for (auto const& [key, over] : cfg.at("per_layer_config").items()) {
+      int const l = std::stoi(key);
+      if (l < 0 || l >= hp.num_layers || hp.is_sliding(l))
+        throw error("tf: gemma4 per_layer_config names layer {}, not a full-attention layer", key);
+      int const hd = over.value("head_dim", hp.head_dim);
+      int const kvh = over.value("num_key_value_heads", hp.num_kv_heads);
+      if (!first && (hd != hp.global_head_dim || kvh != hp.num_global_kv_heads))
+        throw error("tf: gemma4 full layers of different shapes ({} x {} and {} x {})", kvh, hd,
+                    hp.num_global_kv_heads, hp.global_head_dim);
+      hp.global_head_dim = hd;
+      hp.num_global_kv_heads = kvh;
+      first = false;
+    }
+  }
+  return hp;
+}
+
+/// The hyper-parameters of `file`.
+inline gemma4_hparams read_gemma4_hparams(model::model_file const& file) {
+  if (file.gguf()) throw error("tf: gemma4 GGUF files are not read yet: give the HF safetensors");
+  return gemma4_hparams_from_config(file.hf()->config());
+}
+
+}  // namespace tf::families::gemma

@@ -1,0 +1,204 @@
+#pragma once
+/// Gemma 4 weights bound from an HF model file to a backend: matrices as the file holds them,
+/// norms in f32 as stored (Gemma 4's RMSNorm has no +1 shift), each layer's layer_scalar on the
+/// host. KV-shared layers have no k/v projections; K=V full layers have no v_proj.
+#include <families/common/tensor_binder.hpp>
+#include <families/gemma/gemma4_config.hpp>
+#include <families/gemma/gemma4_hparams.hpp>
+#include <kernels/cpu/dequant.hpp>
+#include <tf/error.hpp>
+#include <tf/layers/attention.hpp>
+#include <tf/layers/mlp.hpp>
+#include <tf/model/model_file.hpp>
+#include <tf/model/tensor_names.hpp>
+
+#include <array>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tf::families::gemma {
+
+using model::tensor_role;
+inline constexpr std::array<model::tensor_name, 16> gemma4_tensors{{
+    {tensor_role::token_embd, "token_embd.weight", "model.embed_tokens.weight", false, false},
+    {tensor_role::output_norm, "output_norm.weight", "model.norm.weight", false, false},
+    {tensor_role::output, "output.weight", "lm_head.weight", false, true},
+    {tensor_role::attn_norm, "blk.{}.attn_norm.weight", "model.layers.{}.input_layernorm.weight",
+     true, false},
+    {tensor_role::attn_q, "blk.{}.attn_q.weight", "model.layers.{}.self_attn.q_proj.weight", true,
+     false},
+    {tensor_role::attn_k, "blk.{}.attn_k.weight", "model.layers.{}.self_attn.k_proj.weight", true,
+     false},
+    {tensor_role::attn_v, "blk.{}.attn_v.weight", "model.layers.{}.self_attn.v_proj.weight", true,
+     false},
+    {tensor_role::attn_output, "blk.{}.attn_output.weight",
+     "model.layers.{}.self_attn.o_proj.weight", true, false},
+    {tensor_role::attn_q_norm, "blk.{}.attn_q_norm.weight",
+     "model.layers.{}.self_attn.q_norm.weight", true, false},
+    {tensor_role::attn_k_norm, "blk.{}.attn_k_norm.weight",
+     "model.layers.{}.self_attn.k_norm.weight", true, false},
+    {tensor_role::post_attention_norm, "blk.{}.post_attention_norm.weight",
+     "model.layers.{}.post_attention_layernorm.weight", true, false},
+    {tensor_role::ffn_norm, "blk.{}.ffn_norm.weight",
+     "model.layers.{}.pre_feedforward_layernorm.weight", true, false},
+    {tensor_role::post_ffw_norm, "blk.{}.post_ffw_norm.weight",
+     "model.layers.{}.post_feedforward_layernorm.weight", true, false},
+    {tensor_role::ffn_gate, "blk.{}.ffn_gate.weight", "model.layers.{}.mlp.gate_proj.weight", true,
+     false},
+    {tensor_role::ffn_up, "blk.{}.ffn_up.weight", "model.layers.{}.mlp.up_proj.weight", true,
+     false},
+    {tensor_role::ffn_down, "blk.{}.ffn_down.weight", "model.layers.{}.mlp.down_proj.weight", true,
+     false},
+}};
+
+/// The layer scalar's name (a one-element tensor tf reads on the host).
+inline constexpr std::string_view gemma4_layer_scalar_hf = "model.layers.{}.layer_scalar";
+
+/// The per-layer embedding's tensors (E models), by their HF names.
+struct gemma4_ple_names {
+  static constexpr std::string_view embd = "model.embed_tokens_per_layer.weight";
+  static constexpr std::string_view proj = "model.per_layer_model_projection.weight";
+  static constexpr std::string_view proj_norm = "model.per_layer_projection_norm.weight";
+  static constexpr std::string_view gate = "model.layers.{}.per_layer_input_gate.weight";
+  static constexpr std::string_view up = "model.layers.{}.per_layer_projection.weight";
+  static constexpr std::string_view post_norm = "model.layers.{}.post_per_layer_input_norm.weight";
+};
+
+/// One decoder layer's weights on backend B.
+template <class B>
+struct gemma4_layer_weights {
+  typename B::vector attn_norm, post_attn_norm, ffn_norm, post_ffw_norm;
+  layers::attention_weights<B> attn;  // k, v, k_norm empty on a KV-shared layer; v on K=V
+  typename B::vector v_norm;          // ones: V's RMSNorm has no weight
+  layers::mlp_weights<B> mlp;
+  float layer_scalar = 1.0f;
+  // Per-layer embedding (E models): gate [ple, hidden], up [hidden, ple], post norm [hidden].
+  typename B::matrix ple_gate, ple_up;
+  typename B::vector ple_post_norm;
+};
+
+/// All of a Gemma 4 model's weights; matrices may point into the file, which must outlive them.
+template <class B>
+struct gemma4_weights {
+  gemma4_hparams hp;
+  typename B::matrix embd;    // [vocab, hidden]
+  typename B::matrix output;  // [vocab, hidden]; the embedding when tied
+  typename B::vector output_norm;
+  // Per-layer embedding (E models): embedding [ple_vocab, layers * ple], the projection of the
+  // main embedding [layers * ple, hidden] and its norm [ple].
+  typename B::matrix ple_embd, ple_proj;
+  typename B::vector ple_proj_norm;
+  std::vector<gemma4_layer_weights<B>> layers;
+};
+
+/// An HF model under Gemma4ForCausalLM's names: the multimodal wrapper keeps the text model's
+/// tensors at model.language_model.* where the text model has model.*.
+template <class File>
+struct gemma4_hf_view {
+  File const& file;
+  bool wrapped = false;
+  model::tensor_view const* find_tensor(std::string_view name) const {
+    if (!wrapped || !name.starts_with("model.")) return file.find_tensor(name);
+    return file.find_tensor("model.language_model." + std::string(name.substr(6)));
+  }
+};
+
+/// Binds the weights of `file` (anything with `find_tensor(name) -> const tensor_view*`, HF
+/// names) to `be`. Throws tf::error on a missing tensor or a shape that disagrees with `hp`.
+template <class File, class B>
+gemma4_weights<B> bind_gemma4_weights(File const& file, gemma4_hparams const& hp, B& be) {
+  if (hp.num_heads <= 0 || hp.num_kv_heads <= 0 || hp.num_global_kv_heads <= 0 ||
+      hp.num_heads % hp.num_kv_heads != 0 || hp.num_heads % hp.num_global_kv_heads != 0 ||
+      hp.head_dim <= 0 || hp.head_dim % 2 != 0 || hp.global_head_dim <= 0 ||
+      hp.global_head_dim % 2 != 0 || hp.hidden_size <= 0 || hp.num_layers <= 0 ||
+      hp.vocab_size <= 0 || hp.intermediate_size <= 0 || hp.num_kv_shared_layers < 0 ||
+      hp.num_kv_shared_layers >= hp.num_layers)
+    throw error(
+        "tf: gemma4 hparams are inconsistent: heads {} kv_heads {}/{} head_dim {}/{} hidden {} "
+        "layers {} (kv-shared {}) vocab {} ffn {}",
+        hp.num_heads, hp.num_kv_heads, hp.num_global_kv_heads, hp.head_dim, hp.global_head_dim,
+        hp.hidden_size, hp.num_layers, hp.num_kv_shared_layers, hp.vocab_size,
+        hp.intermediate_size);
+  if (hp.moe) throw error("tf: gemma4's MoE block (enable_moe_block) is not run yet");
+  for (int l = hp.first_shared_layer(); l < hp.num_layers; ++l)
+    if (hp.kv_source(l) < 0)
+      throw error("tf: gemma4 KV-shared layer {} has no earlier layer of its kind to read", l);
+  tensor_binder<File, decltype(gemma4_tensors), B> const b{file, gemma4_tensors, name_style::hf,
+                                                           "gemma4", be};
+  std::int64_t const h = hp.hidden_size;
+  gemma4_weights<B> w;
+  w.hp = hp;
+  w.embd = b.head(tensor_role::token_embd, hp.vocab_size, h);
+  auto const* out = b.find(tensor_role::output, 0, true);
+  w.output = out ? b.head_of(out, hp.vocab_size, h) : w.embd;  // tied: the embedding
+  w.output_norm = b.norm(tensor_role::output_norm, 0, h);
+  auto named = [&](std::string_view pattern, int layer) {
+    auto const name = model::expand(pattern, layer);
+    auto const* t = file.find_tensor(name);
+    if (!t) throw error("tf: gemma4 model lacks the tensor {}", name);
+    return t;
+  };
+  auto named_vec = [&](std::string_view pattern, int layer, std::int64_t n) {
+    auto const* t = named(pattern, layer);
+    if (t->elements() != n)
+      throw error("tf: gemma4 {} has {} elements, expected {}", t->name, t->elements(), n);
+    std::vector<float> v(static_cast<std::size_t>(n));
+    kernels::cpu::dequantize_row(t->type, t->data, v.data(), n);
+    return be.upload(std::move(v));
+  };
+  std::int64_t const ple = hp.ple_dim, ple_all = ple * hp.num_layers;
+  if (ple > 0) {
+    using n = gemma4_ple_names;
+    w.ple_embd = b.head_of(named(n::embd, 0), hp.ple_vocab, ple_all);
+    w.ple_proj = be.upload(b.host_of(named(n::proj, 0), ple_all, h));
+    w.ple_proj_norm = named_vec(n::proj_norm, 0, ple);
+  }
+  for (int i = 0; i < hp.num_layers; ++i) {
+    std::int64_t const hd = hp.layer_head_dim(i), ff = hp.ffn_size(i);
+    std::int64_t const q_out = hd * hp.num_heads, kv_out = hd * hp.layer_kv_heads(i);
+    auto& l = w.layers.emplace_back();
+    l.attn_norm = b.norm(tensor_role::attn_norm, i, h);
+    l.post_attn_norm = b.norm(tensor_role::post_attention_norm, i, h);
+    l.ffn_norm = b.norm(tensor_role::ffn_norm, i, h);
+    l.post_ffw_norm = b.norm(tensor_role::post_ffw_norm, i, h);
+    l.attn.q_norm = b.norm(tensor_role::attn_q_norm, i, hd);
+    l.attn.q = b.mat(tensor_role::attn_q, i, q_out, h);
+    l.attn.o = b.mat(tensor_role::attn_output, i, h, q_out);
+    if (!hp.is_kv_shared(i)) {
+      l.attn.k_norm = b.norm(tensor_role::attn_k_norm, i, hd);
+      l.attn.k = b.mat(tensor_role::attn_k, i, kv_out, h);
+      if (!hp.v_from_k(i)) l.attn.v = b.mat(tensor_role::attn_v, i, kv_out, h);
+      l.v_norm = be.upload(std::vector<float>(static_cast<std::size_t>(hd), 1.0f));
+    }
+    l.mlp.gate = b.mat(tensor_role::ffn_gate, i, ff, h);
+    l.mlp.up = b.mat(tensor_role::ffn_up, i, ff, h);
+    l.mlp.down = b.mat(tensor_role::ffn_down, i, h, ff);
+    if (ple > 0) {
+      using n = gemma4_ple_names;
+      l.ple_gate = be.upload(b.host_of(named(n::gate, i), ple, h));
+      l.ple_up = be.upload(b.host_of(named(n::up, i), h, ple));
+      l.ple_post_norm = named_vec(n::post_norm, i, h);
+    }
+    if (auto const* s = file.find_tensor(model::expand(gemma4_layer_scalar_hf, i))) {
+      if (s->elements() != 1) throw error("tf: gemma4 {} has {} elements", s->name, s->elements());
+      kernels::cpu::dequantize_row(s->type, s->data, &l.layer_scalar, 1);
+    }
+  }
+  return w;
+}
+
+/// The weights of `file`, which must outlive them, bound to `be`.
+template <class B>
+gemma4_weights<B> load_gemma4_weights(model::model_file const& file, B& be) {
+  auto const hp = read_gemma4_hparams(file);  // throws for GGUF
+  auto const arch = file.architecture();
+  if (arch != "gemma4_text" && arch != "gemma4")
+    throw error("tf: expected a gemma4 config.json, model_type is '{}'", arch);
+  auto const& hf = *file.hf();
+  gemma4_hf_view<model::hf_model> const view{
+      hf, hf.find_tensor("model.language_model.embed_tokens.weight") != nullptr};
+  return bind_gemma4_weights(view, hp, be);
+}
+
+}  // namespace tf::families::gemma

@@ -1,0 +1,143 @@
+// Gemma 4 forward against transformers' fp32 logits on a tiny random-weight dense model
+// (fixtures/gemma/tiny4, made by fixtures/scripts/make_gemma4_tiny.py): sliding and full layers
+// of different KV shapes, K=V full layers, KV-shared last layers with a double-wide MLP, layer
+// scalars and the logit soft-cap; and the KV layout those layers hold.
+#include <families/gemma/gemma4.hpp>
+#include <tests/common/hf_oracle.hpp>
+#include <tf/backend/cpu.hpp>
+#include <tf/engine/engine.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+namespace gemma = tf::families::gemma;
+using tf::model::model_file;
+using engine = tf::engine<gemma::gemma4, tf::backend::cpu>;
+using stream = tf::test::stream<engine>;
+
+namespace {
+
+std::string const tiny = std::string(TF_FIXTURES_DIR) + "/gemma/tiny4";
+std::string const tiny_e = std::string(TF_FIXTURES_DIR) + "/gemma/tiny4_e";  // with PLE
+
+tf::backend::cpu binder;  // binds weights for the engines below (host memory: any CPU engine)
+
+gemma::gemma4_weights<tf::backend::cpu> load(model_file const& file) {
+  return gemma::load_gemma4_weights(file, binder);
+}
+
+}  // namespace
+
+TEST_CASE("tiny Gemma 4 config: per-layer shapes, KV sharing and proportional RoPE") {
+  auto file = model_file::open(tiny);
+  auto const hp = engine::read_hparams(file);
+  CHECK(hp.is_sliding(0));
+  CHECK_FALSE(hp.is_sliding(2));
+  CHECK(hp.layer_head_dim(2) == 32);
+  CHECK(hp.layer_kv_heads(2) == 1);
+  CHECK(hp.layer_kv_heads(0) == 2);
+  CHECK(hp.k_eq_v);
+  CHECK(hp.kv_source(4) == 3);  // the last sliding layer that holds KV
+  CHECK(hp.kv_source(5) == 2);  // the last full one
+  CHECK(hp.ffn_size(5) == 2 * hp.ffn_size(0));
+  CHECK(hp.partial_rotary_factor == 0.25f);
+  // Layers 0..3 hold K and V: three sliding of 2 x 16, one full of 1 x 32; 4 and 5 hold none.
+  CHECK(engine::kv_bytes_per_token(file, tf::kv_dtype::f32) == 2u * (3 * 2 * 16 + 1 * 32) * 4);
+  CHECK(engine::kv_bytes_per_token(file, tf::kv_dtype::f16) == 2u * (3 * 2 * 16 + 1 * 32) * 2);
+}
+
+TEST_CASE("tiny Gemma 4 E config: per-layer embeddings, full layers with their own V") {
+  auto file = model_file::open(tiny_e);
+  auto const hp = engine::read_hparams(file);
+  CHECK(hp.ple_dim == 8);
+  CHECK_FALSE(hp.k_eq_v);
+  CHECK(hp.layer_kv_heads(2) == 2);  // without K=V full layers keep num_key_value_heads
+  CHECK(hp.layer_head_dim(2) == 32);
+  CHECK(engine::kv_bytes_per_token(file, tf::kv_dtype::f32) == 2u * (3 * 2 * 16 + 2 * 32) * 4);
+}
+
+namespace {
+
+// Every prompt position's logits within 1e-4 of transformers and the greedy tokens equal, at 1
+// and 2 threads, in pages of 4 so rows cross page boundaries.
+void check_against_oracle(std::string const& dir) {
+  auto const& o = tf::test::hf_oracle_at(dir);
+  auto file = model_file::open(dir);
+  auto const w = load(file);
+  CHECK(w.hp.vocab_size == o.vocab);
+  for (int threads : {1, 2}) {
+    engine e(w, {16, 4}, {threads});
+    for (std::size_t p = 0; p < o.prompts.size(); ++p) {
+      stream s(e);
+      auto const all = s.feed(o.prompts[p], true);
+      float const err = tf::test::max_abs_diff(all, o.logits[p]);
+      INFO(dir << " threads " << threads << " prompt " << p
+               << " max |tf - transformers| = " << err);
+      CHECK(err <= 1e-4f);  // f32 throughout, as transformers ran it
+      CHECK(s.greedy(tf::test::last_row(all, o.vocab), o.greedy[p].size()) == o.greedy[p]);
+    }
+  }
+}
+
+// Chunked prefill of 1, 7 and whole give the same last logits; each prompt in one batch with
+// the others (interleaved pages) gives its solo logits.
+void check_chunks_and_batches(std::string const& dir) {
+  auto const& o = tf::test::hf_oracle_at(dir);
+  auto file = model_file::open(dir);
+  auto const w = load(file);
+  std::vector<std::vector<float>> solo;
+  {
+    engine e(w, {16, 4}, {2});
+    for (auto const& p : o.prompts) {
+      stream s(e);
+      auto const whole = s.prefill(p, p.size());
+      CHECK(s.prefill(p, 7) == whole);
+      CHECK(s.prefill(p, 1) == whole);
+      solo.push_back(whole);
+    }
+  }
+  for (int threads : {1, 2}) {
+    engine fwd(w, {48, 4}, {threads});
+    INFO(dir << " threads " << threads);
+    tf::test::check_batch_independent(fwd, o.prompts, solo, o.vocab);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tiny Gemma 4, HF safetensors: logits within 1e-4 of transformers, greedy exact") {
+  check_against_oracle(tiny);
+}
+
+TEST_CASE("tiny Gemma 4 E (per-layer embeddings): logits within 1e-4, greedy exact") {
+  check_against_oracle(tiny_e);
+}
+
+TEST_CASE("tiny Gemma 4: chunked prefill 1/7/whole equal; batched rows equal solo") {
+  check_chunks_and_batches(tiny);
+  check_chunks_and_batches(tiny_e);
+}
+
+TEST_CASE("a KV-shared layer holds no KV and refuses a write") {
+  auto file = model_file::open(tiny);
+  auto const layout = engine::kv_layout(engine::read_hparams(file));
+  REQUIRE(layout.per_layer.size() == 6);
+  CHECK(layout.layer(4).shares == 3);
+  CHECK(layout.layer(5).shares == 2);
+  tf::backend::cpu be({1});
+  auto kv = be.make_kv_store({4, 4}, layout);
+  std::vector<std::int32_t> toks{1}, pages{0};
+  tf::batch_row const row{toks, 0, pages};
+  auto const& s = be.begin({&row, 1}, kv, 512);
+  tf::backend::cpu::buffer k, v;
+  k.rows = v.rows = 1;
+  k.cols = v.cols = 32;
+  k.data.assign(32, 1.0f);
+  v.data.assign(32, 1.0f);
+  CHECK_THROWS_AS(be.kv_write(s, kv, 5, k, v), tf::error);
+  tf::backend::kv_layout bad = layout;
+  bad.per_layer[1].shares = 4;  // a layer may only read an earlier one
+  CHECK_THROWS_AS(be.make_kv_store({4, 4}, bad), tf::error);
+}
