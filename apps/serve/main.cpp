@@ -83,6 +83,8 @@ int main(int argc, char** argv) {
   std::string alias, chat_template_file, cors_origin;
   std::optional<float> temp, top_p, min_p;
   std::optional<int> top_k;
+  std::string draft = "ngram";
+  std::size_t draft_max = 8, draft_ngram_min = 2, draft_ngram_max = 4;
   app.add_option("model", model_path,
                  "GGUF file or Hugging Face folder (default: the default model)");
   app.add_option("--parallel", parallel_s, "streams at once: N or auto");
@@ -145,6 +147,17 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1e-9, 1.0));
   app.add_option("--min-p", min_p, "default min-p, 0 off (else the model's, else 0.05)")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--draft", draft,
+                 "speculative drafts, verified so that replies do not change: ngram (from the "
+                 "stream's own prompt and output) or none; a request's \"draft\": false turns "
+                 "them off")
+      ->check(CLI::IsMember({"ngram", "none"}));
+  app.add_option("--draft-max", draft_max, "most drafted tokens per stream and round")
+      ->check(CLI::Range(0, 64));
+  app.add_option("--draft-ngram-min", draft_ngram_min, "shortest n-gram a draft may follow")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--draft-ngram-max", draft_ngram_max, "longest n-gram a draft may follow")
+      ->check(CLI::Range(1, 64));
   CLI11_PARSE(app, argc, argv);
   try {
 #if !defined(TF_WITH_CUDA)
@@ -312,23 +325,39 @@ int main(int argc, char** argv) {
       }
       return tf::serve::pool_size{parallel, pages};
     };
+    tf::serve::host_config const host_cfg{0, context, max_queue, page_tokens};
+    tf::serve::draft_config drafts;
+    if (draft == "ngram" && draft_max > 0) {
+      drafts.source = std::make_shared<tf::serve::ngram_draft>(
+          tf::serve::ngram_config{draft_ngram_min, draft_ngram_max});
+      drafts.max_tokens = draft_max;
+    }
     std::shared_ptr<tf::serve::served_model> be;
 #if defined(TF_WITH_CUDA)
     if (backend == "cuda") {
       be = tf::serve::open_served<tf::families::builtin, tf::backend::cuda>(
-          path, o, {0, context, max_queue, page_tokens}, size_pool, chat_template);
+          path, o, host_cfg, size_pool, chat_template, drafts);
       fmt::print(stderr, "{}\n",
                  tf::backend::cuda::summary(tf::backend::cuda_parts::query_device(device), matmul));
     }
 #endif
-    if (!be)
-      be = tf::serve::open_served(path, o, {0, context, max_queue, page_tokens}, size_pool,
-                                  chat_template);
+    if (!be) be = tf::serve::open_served(path, o, host_cfg, size_pool, chat_template, drafts);
     if (watch) watch->finish();
     server.set_start_info(start);
     server.set_model(be);
     server.set_progress(1.0);
     fmt::print(stderr, "tf: sampling defaults: {}\n", defaults.line());
+    if (be->drafting())
+      fmt::print(stderr,
+                 "tf: speculative drafts: ngram ({}-{} token matches), up to {} per stream and "
+                 "{} per round, verified by the target's own sampler\n",
+                 draft_ngram_min, draft_ngram_max, draft_max, drafts.round_tokens);
+    else if (drafts.source)
+      fmt::print(stderr,
+                 "tf: speculative drafts: off (this family's recurrent state cannot take rejected "
+                 "drafts back yet)\n");
+    else
+      fmt::print(stderr, "tf: speculative drafts: off\n");
     if (!chat_template.empty())
       fmt::print(stderr, "tf: chat template from {}\n", chat_template_file);
     fmt::print(stderr, "tf: serving {} on http://{}:{} ({} streams, {}-token window)\n",

@@ -165,15 +165,25 @@ struct completion_job {
   }
 
   nlohmann::json usage() const {
-    std::size_t generated = 0, cached = 0;
-    for (auto const& c : choices) generated += c.tokens.size();
+    std::size_t generated = 0, cached = 0, drafted = 0, accepted = 0;
+    for (auto const& c : choices) {
+      generated += c.tokens.size();
+      if (c.stream) {
+        drafted += c.stream->drafted_tokens();
+        accepted += c.stream->accepted_tokens();
+      }
+    }
     // A prompt's choices read the same tokens; its first choice's reuse is the prompt's.
     for (std::size_t i = 0; i < choices.size(); i += static_cast<std::size_t>(req.n))
       if (choices[i].stream) cached += choices[i].stream->cached_tokens();
     return {{"prompt_tokens", prompt_tokens},
             {"completion_tokens", generated},
             {"total_tokens", prompt_tokens + generated},
-            {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+            {"prompt_tokens_details", {{"cached_tokens", cached}}},
+            // OpenAI's names for predicted-output tokens; here the speculative drafts.
+            {"completion_tokens_details",
+             {{"accepted_prediction_tokens", accepted},
+              {"rejected_prediction_tokens", drafted - accepted}}}};
   }
 
   /// tf's block for one choice: SHA-256 of its token ids, their count, and its seed.

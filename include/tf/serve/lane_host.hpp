@@ -6,6 +6,7 @@
 #include <tf/family.hpp>
 #include <tf/sample/sampler.hpp>
 #include <tf/serve/batched_model.hpp>
+#include <tf/serve/draft_source.hpp>
 #include <tf/serve/lane_admission.hpp>
 #include <tf/serve/metrics.hpp>
 #include <tf/serve/request_stream.hpp>
@@ -53,13 +54,17 @@ class lane_host {
   using pool_type = pool_of<Family>;
   static constexpr bool has_state = pool_with_state_slots<pool_type>;
 
-  lane_host(Model& model, host_config cfg, metrics* m = nullptr)
+  /// `drafts`: speculative drafts, verified in the decode round (none without a source).
+  lane_host(Model& model, host_config cfg, metrics* m = nullptr, draft_config drafts = {})
       : model_(model),
         cfg_(check(cfg)),
         metrics_(m ? m : &own_metrics_),
+        draft_(std::move(drafts)),
+        drafts_on_(draft_.source && draft_.max_tokens > 0 && !has_state),
         admission_(pool_config_from<pool_type>::make(model, pool_slots(model, cfg_)),
                    admission_config(cfg_)) {
     if (model_.page_tokens() == 0) throw error("tf: the model's page size is 0 tokens");
+    if (drafts_on_) metrics_->draft_source = std::string(draft_.source->name());
     if constexpr (has_state)
       for (auto s = static_cast<std::size_t>(pool_slots(model, cfg_));
            s < static_cast<std::size_t>(model_.num_state_slots()); ++s)
@@ -72,6 +77,8 @@ class lane_host {
   ~lane_host() { shutdown(std::chrono::milliseconds(0)); }
 
   host_config const& config() const { return cfg_; }
+  /// Whether streams draft (a source is set and the pool can take rejected drafts back).
+  bool drafting() const { return drafts_on_; }
   metrics& stats() { return *metrics_; }
 
   /// Queues a request for admission; refuses it at once when it can never run or the queue is full.
@@ -195,6 +202,10 @@ class lane_host {
     int generated = 0;
     bool stream_done = false;
     std::optional<sample::sampler> sampler;
+    std::vector<std::int32_t> drafts;  // proposed to follow `pending`, verified this round
+    std::size_t draft_len = 0;         // drafts to ask for: follows the measured acceptance
+    std::size_t draft_pause = 0;       // rounds left without drafts after they kept failing
+    std::size_t draft_backoff = 0;     // the next pause's length
     clock::time_point arrived, last_token;
   };
 
@@ -340,6 +351,7 @@ class lane_host {
   void start(lane& l) {
     l.history = l.req.prompt;
     l.sampler.emplace(l.req.sampling);
+    l.draft_len = draft_.max_tokens;
     auto const n = l.req.prompt.size();
     l.held = std::max<std::int64_t>(l.reused, 0);
     // Reuse at most prompt-1 tokens: the last one runs again to give the first logits.
@@ -526,7 +538,8 @@ class lane_host {
     return std::nullopt;
   }
 
-  // One token for every stream past its prompt, as one batched forward.
+  // One token for every stream past its prompt, and its drafts where it has any, as one batched
+  // forward.
   void decode_round(std::vector<float>& logits, std::vector<batch_row>& rows,
                     std::vector<lane*>& row_lanes, std::vector<std::int32_t>& tokens) {
     rows.clear();
@@ -536,39 +549,115 @@ class lane_host {
       auto& l = *lp;
       if (l.stream_done || l.pending < 0 || l.pos < l.req.prompt.size()) continue;
       row_lanes.push_back(&l);
-      tokens.push_back(l.pending);
     }
     if (row_lanes.empty()) return;
-    for (std::size_t i = 0; i < row_lanes.size(); ++i) {
+    // Each lane's row: its pending token, then its drafts (tokens grows first, spans after).
+    std::size_t budget = draft_.round_tokens;
+    bool drafted = false;
+    for (auto* l : row_lanes) {
+      tokens.push_back(l->pending);
+      propose(*l, budget);
+      budget -= l->drafts.size();
+      drafted = drafted || !l->drafts.empty();
+      tokens.insert(tokens.end(), l->drafts.begin(), l->drafts.end());
+    }
+    for (std::size_t i = 0, at = 0; i < row_lanes.size(); ++i) {
       auto& l = *row_lanes[i];
-      hold(l, 1);
-      rows.push_back(row_of(l, std::span<std::int32_t const>(&tokens[i], 1)));
+      auto const n = 1 + l.drafts.size();
+      hold(l, n);
+      rows.push_back(row_of(l, std::span<std::int32_t const>(tokens).subspan(at, n)));
+      rows.back().all_logits = n > 1;
+      at += n;
     }
     if constexpr (sampling_model<Model>) {
-      std::vector<sample::sampler*> samplers;
-      std::vector<std::span<std::int32_t const>> histories;
-      for (auto* l : row_lanes) {
-        samplers.push_back(&*l->sampler);
-        histories.push_back(l->history);
+      if (!drafted) {
+        std::vector<sample::sampler*> samplers;
+        std::vector<std::span<std::int32_t const>> histories;
+        for (auto* l : row_lanes) {
+          samplers.push_back(&*l->sampler);
+          histories.push_back(l->history);
+        }
+        std::vector<sample::sample_result> results(row_lanes.size());
+        model_.forward_sample(std::span<batch_row const>(rows), samplers, histories, results);
+        for (std::size_t i = 0; i < row_lanes.size(); ++i) {
+          auto& l = *row_lanes[i];
+          l.pos += 1;
+          l.pending = -1;
+          emit(l, std::move(results[i]));
+        }
+        return;
       }
-      std::vector<sample::sample_result> results(row_lanes.size());
-      model_.forward_sample(std::span<batch_row const>(rows), samplers, histories, results);
-      for (std::size_t i = 0; i < row_lanes.size(); ++i) {
-        auto& l = *row_lanes[i];
-        l.pos += 1;
-        l.pending = -1;
-        emit(l, std::move(results[i]));
-      }
+    }
+    logits.resize(static_cast<std::size_t>(logits_rows(rows)) * vocab());
+    model_.forward(std::span<batch_row const>(rows), logits.data());
+    std::size_t at = 0;
+    for (auto* l : row_lanes) {
+      auto const n = 1 + l->drafts.size();
+      verify(*l, std::span<float const>(logits).subspan(at * vocab(), n * vocab()));
+      at += n;
+    }
+  }
+
+  // Asks the draft source for tokens to follow the lane's pending one, within the round's
+  // budget, the tokens the stream may still generate and its window.
+  void propose(lane& l, std::size_t budget) {
+    l.drafts.clear();
+    if (!drafts_on_ || !l.req.draft) return;
+    if (l.draft_pause > 0) {
+      --l.draft_pause;
       return;
     }
-    logits.resize(rows.size() * vocab());
-    model_.forward(std::span<batch_row const>(rows), logits.data());
-    for (std::size_t i = 0; i < row_lanes.size(); ++i) {
-      auto& l = *row_lanes[i];
-      l.pos += 1;
+    // The row writes positions pos .. pos + k: within the promise (prompt + max_tokens, with
+    // `generated` counting the pending token) and the window.
+    auto const left = static_cast<std::size_t>(std::max(0, l.req.max_tokens - l.generated));
+    auto const k = std::min({l.draft_len, budget, left, cfg_.context - l.pos - 1});
+    if (k == 0) return;
+    draft_.source->propose(l.history, k, l.drafts);
+    if (l.drafts.size() > k) l.drafts.resize(k);
+  }
+
+  // Samples the lane's rows in order with its own sampler, as plain decode would one round at a
+  // time, accepting drafts while the sample equals them: each emitted token is the target's own
+  // sample and takes one draw, so the reply is the one without drafts.
+  void verify(lane& l, std::span<float const> logits) {
+    auto const k = l.drafts.size();
+    // Counted before any emit: the client may read the usage as soon as the stream ends.
+    if (k > 0) {
+      metrics_->draft_rows++;
+      metrics_->draft_tokens += k;
+      l.stream->add_drafts(k, 0);
+    }
+    std::size_t accepted = 0;
+    for (std::size_t j = 0; j <= k; ++j) {
+      auto r = l.sampler->sample(logits.subspan(j * vocab(), vocab()), l.history);
+      l.pos += 1;  // row j's token is in the KV now
       l.pending = -1;
-      auto row = std::span<float const>(logits).subspan(i * vocab(), vocab());
-      emit(l, l.sampler->sample(row, l.history));
+      bool const match = j < k && r.token == l.drafts[j];
+      if (match) {
+        ++accepted;
+        metrics_->draft_accepted++;
+        l.stream->add_drafts(0, 1);
+      }
+      emit(l, std::move(r));
+      if (l.stream_done || !match) break;
+    }
+    if (k > 0) adapt(l, k, accepted);
+  }
+
+  // The next draft length follows the acceptance: longer after a full accept, just past the
+  // accepted run after a partial one; drafts that keep failing pause for a doubling while.
+  void adapt(lane& l, std::size_t k, std::size_t accepted) {
+    auto const most = draft_.max_tokens;
+    if (accepted == k) {
+      l.draft_len = std::min(most, 2 * k);
+      l.draft_backoff = 0;
+    } else if (accepted > 0) {
+      l.draft_len = std::min(most, accepted + 1);
+      l.draft_backoff = 0;
+    } else {
+      l.draft_len = std::max<std::size_t>(1, l.draft_len / 2);
+      l.draft_backoff = std::min<std::size_t>(64, l.draft_backoff == 0 ? 1 : 2 * l.draft_backoff);
+      l.draft_pause = l.draft_backoff;
     }
   }
 
@@ -620,6 +709,8 @@ class lane_host {
   host_config cfg_;
   metrics own_metrics_;
   metrics* metrics_;
+  draft_config draft_;
+  bool drafts_on_;  // a source is set and the pool can take back rejected drafts
 
   mutable std::mutex mutex_;  // guards admission_, the queues and the snapshot
   lane_admission<Family> admission_;

@@ -84,6 +84,11 @@ struct metrics {
   std::atomic<std::uint64_t> rejected_auth{0};
   std::atomic<std::uint64_t> rejected_connections{0};
   std::atomic<std::uint64_t> cancelled{0};
+  // Speculative decoding: verify rows run, tokens drafted, drafts accepted; the source's name.
+  std::atomic<std::uint64_t> draft_rows{0};
+  std::atomic<std::uint64_t> draft_tokens{0};
+  std::atomic<std::uint64_t> draft_accepted{0};
+  std::string draft_source = "none";  // set once, before the lane host's thread starts
   histogram ttft{latency_bounds()};
   histogram inter_token{latency_bounds()};
 
@@ -137,6 +142,13 @@ struct metrics {
                        rejected_auth.load());
     out += fmt::format("tf_requests_rejected_total{{reason=\"too_many_connections\"}} {}\n",
                        rejected_connections.load());
+    auto const source = fmt::format("source=\"{}\"", label_value(draft_source));
+    out += fmt::format(
+        "# HELP tf_draft_tokens_total Tokens drafted for speculative decoding, by source.\n"
+        "# TYPE tf_draft_tokens_total counter\ntf_draft_tokens_total{{{}}} {}\n"
+        "# HELP tf_draft_accepted_tokens_total Drafted tokens the target accepted, by source.\n"
+        "# TYPE tf_draft_accepted_tokens_total counter\ntf_draft_accepted_tokens_total{{{}}} {}\n",
+        source, draft_tokens.load(), source, draft_accepted.load());
     ttft.write(out, "tf_time_to_first_token_seconds", "Time from arrival to the first token.");
     inter_token.write(out, "tf_inter_token_seconds", "Time between two tokens of one request.");
     vllm_names(out, l, model_name);
@@ -186,6 +198,12 @@ struct metrics {
         static_cast<double>(prompt_tokens_reused.load()));
     one("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
         static_cast<double>(generation_tokens.load()));
+    one("vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.",
+        static_cast<double>(draft_rows.load()));
+    one("vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.",
+        static_cast<double>(draft_tokens.load()));
+    one("vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.",
+        static_cast<double>(draft_accepted.load()));
     ttft.write(out, "vllm:time_to_first_token_seconds",
                "Histogram of time to first token in seconds.", label);
     inter_token.write(out, "vllm:inter_token_latency_seconds",

@@ -50,12 +50,14 @@ struct file_engine : model_file_holder, engine<F, B> {
 /// `size` for the pool given the family's costs, then loads (read into memory when
 /// `o.load` says so) and serves it with `host` (its `parallel` set from `size`). A family with
 /// recurrent state gets two slots per stream: its own and its lane's prompt-end snapshot. A
-/// non-empty `chat_template` replaces the file's (--chat-template).
+/// non-empty `chat_template` replaces the file's (--chat-template); `drafts` are the lane host's
+/// speculative drafts.
 template <class Registry = families::builtin, class B = backend::cpu>
 std::shared_ptr<served_model> open_served(std::filesystem::path const& path, open_options const& o,
                                           host_config host,
                                           std::function<pool_size(model_costs const&)> const& size,
-                                          std::string const& chat_template = {}) {
+                                          std::string const& chat_template = {},
+                                          draft_config drafts = {}) {
   auto file =
       std::make_unique<model::model_file>(model::model_file::open(path, model::load_mode::map));
   std::shared_ptr<served_model> out;
@@ -74,8 +76,8 @@ std::shared_ptr<served_model> open_served(std::filesystem::path const& path, ope
     kv_shape const kv{static_cast<std::int32_t>(granted.pages), o.page_tokens, o.kv,
                       E::has_state ? static_cast<std::int32_t>(2 * granted.parallel) : 0};
     auto e = std::make_unique<E>(std::move(file), kv, backend_options<B>(o));
-    out = std::make_shared<lane_served_model<E, F, tokenizer::text_codec>>(std::move(e),
-                                                                           std::move(codec), host);
+    out = std::make_shared<lane_served_model<E, F, tokenizer::text_codec>>(
+        std::move(e), std::move(codec), host, drafts);
   });
   return out;
 }

@@ -67,7 +67,7 @@ struct openai_request {
   bool stream = false;
   bool include_usage = false;
   bool logprobs = false;
-  bool draft = false;
+  std::optional<bool> draft;         // false: no speculative drafts; absent: the server's choice
   int n = 1;                         // choices to sample (each its own stream)
   std::optional<std::int64_t> seed;  // absent: the server draws one
   bool echo = false;                 // completions: the prompt text before the completion
@@ -75,8 +75,8 @@ struct openai_request {
   // prompt_logprobs; echo with logprobs asks for them too).
   int prompt_logprobs = -1;
   bool tokens_as_ids = false;  // vLLM's return_tokens_as_token_ids: logprobs name "token_id:N"
-  bool ignore_eos = false;                   // vLLM / llama-server: generate past end-of-generation
-  bool cache_prompt = true;                  // llama-server: false reads the whole prompt afresh
+  bool ignore_eos = false;     // vLLM / llama-server: generate past end-of-generation
+  bool cache_prompt = true;    // llama-server: false reads the whole prompt afresh
   grammar::response_format response_format;  // json_object / json_schema: constrained decoding
 };
 
@@ -394,7 +394,7 @@ inline openai_request parse_openai_request(std::string const& text, bool chat,
   }
   r.tokens_as_ids = detail::boolean(body, "return_tokens_as_token_ids", false);
   r.sampling.logprobs = r.logprobs;  // nobody sees it otherwise
-  r.draft = detail::boolean(body, "draft", false);
+  if (body.contains("draft")) r.draft = detail::boolean(body, "draft", true);
   return r;
 }
 

@@ -41,6 +41,7 @@ struct generation_request {
   sample::sampling_params sampling;
   std::vector<std::int32_t> stop_tokens;  // end-of-generation ids (not emitted)
   bool reuse_prefix = true;               // false: no kept prefix, the whole prompt runs
+  bool draft = true;  // false: no speculative drafts for this request (the reply is the same)
   // >= 0: score the prompt (each token after the first: its logprob and this many of the most
   // likely alternatives), from logits of the prompt run afresh; -1: no prompt logprobs.
   int prompt_logprobs = -1;
@@ -113,6 +114,13 @@ class request_stream {
   }
   finish_reason cancel_reason() const { return static_cast<finish_reason>(cancel_reason_.load()); }
   void set_cached_tokens(std::size_t n) { cached_tokens_.store(n); }
+  void add_drafts(std::size_t drafted, std::size_t accepted) {
+    drafted_tokens_ += drafted;
+    accepted_tokens_ += accepted;
+  }
+  /// Tokens drafted for this request, and how many of them the target accepted.
+  std::size_t drafted_tokens() const { return drafted_tokens_.load(); }
+  std::size_t accepted_tokens() const { return accepted_tokens_.load(); }
   std::size_t prompt_tokens_ = 0;
 
  private:
@@ -125,6 +133,7 @@ class request_stream {
   std::string error_;
   std::atomic<bool> cancel_{false};
   std::atomic<std::size_t> cached_tokens_{0};
+  std::atomic<std::size_t> drafted_tokens_{0}, accepted_tokens_{0};
   std::atomic<int> cancel_reason_{static_cast<int>(finish_reason::cancelled)};
 };
 

@@ -117,6 +117,7 @@ class completion_routes {
     g.sampling = rq.sampling;
     if (!rq.ignore_eos) g.stop_tokens = b->stop_tokens();
     g.reuse_prefix = rq.cache_prompt;
+    g.draft = rq.draft.value_or(true);
     g.prompt_logprobs = rq.prompt_logprobs;
     if (chat)
       g.sampling.constraint = grammar::bind_to_model(forced_format(*b, rq, prompts[0].ids), b);

@@ -43,6 +43,8 @@ class served_model {
   virtual census count() const = 0;
   virtual metrics& stats() = 0;
   virtual host_config const& config() const = 0;
+  /// Whether the lane host drafts tokens for speculative decoding.
+  virtual bool drafting() const { return false; }
   /// Stops the lane host (see lane_host::shutdown) and returns the stop census.
   virtual census shutdown(std::chrono::milliseconds grace) = 0;
 };
@@ -52,8 +54,11 @@ class served_model {
 template <batched_model Model, class Family, class Codec>
 class lane_served_model final : public served_model {
  public:
-  lane_served_model(std::unique_ptr<Model> model, Codec codec, host_config cfg)
-      : model_(std::move(model)), codec_(std::move(codec)), host_(*model_, cfg) {}
+  lane_served_model(std::unique_ptr<Model> model, Codec codec, host_config cfg,
+                    draft_config drafts = {})
+      : model_(std::move(model)),
+        codec_(std::move(codec)),
+        host_(*model_, cfg, nullptr, std::move(drafts)) {}
 
   std::vector<std::int32_t> encode_text(std::string const& text) const override {
     return codec_.encode(text);
@@ -95,6 +100,7 @@ class lane_served_model final : public served_model {
   census count() const override { return host_.count(); }
   metrics& stats() override { return host_.stats(); }
   host_config const& config() const override { return host_.config(); }
+  bool drafting() const override { return host_.drafting(); }
   census shutdown(std::chrono::milliseconds grace) override { return host_.shutdown(grace); }
 
  private:

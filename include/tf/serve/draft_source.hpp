@@ -1,0 +1,80 @@
+#pragma once
+/// Draft sources for speculative decoding: tokens proposed to follow a stream's history, which the
+/// lane host verifies with the target's own sampler (so they change speed, never the reply).
+#include <tf/error.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tf::serve {
+
+/// Proposes tokens to follow a history. A proposal must be a pure function of the history (the
+/// lane host may ask again for the same history and relies on nothing else).
+class draft_source {
+ public:
+  virtual ~draft_source() = default;
+  /// The source's name in metrics and logs (`ngram`, `model`, `mtp`).
+  virtual std::string_view name() const = 0;
+  /// Appends at most `max` proposed tokens to `out`.
+  virtual void propose(std::span<std::int32_t const> history, std::size_t max,
+                       std::vector<std::int32_t>& out) = 0;
+};
+
+/// How the n-gram source matches.
+struct ngram_config {
+  std::size_t min_match = 2;  // shortest history suffix that may match
+  std::size_t max_match = 4;  // longest suffix tried first
+};
+
+/// Prompt lookup: the longest suffix of the history (max_match down to min_match tokens) that
+/// also occurs earlier in it proposes the tokens that followed its latest earlier occurrence.
+/// Needs no model, and costs one scan of the history per round.
+class ngram_draft final : public draft_source {
+ public:
+  explicit ngram_draft(ngram_config c = {}) : cfg_(c) {
+    if (c.min_match == 0 || c.max_match < c.min_match)
+      throw error("tf: n-gram drafts need 1 <= min_match <= max_match (got {} and {})", c.min_match,
+                  c.max_match);
+  }
+
+  std::string_view name() const override { return "ngram"; }
+  ngram_config const& config() const { return cfg_; }
+
+  void propose(std::span<std::int32_t const> h, std::size_t max,
+               std::vector<std::int32_t>& out) override {
+    if (max == 0) return;
+    auto const n = h.size();
+    for (auto len = std::min(cfg_.max_match, n > 0 ? n - 1 : 0); len >= cfg_.min_match; --len) {
+      auto const suffix = h.subspan(n - len);
+      // Latest earlier occurrence first: recent text predicts the next tokens best.
+      for (std::size_t start = n - len; start-- > 0;) {
+        if (!std::equal(suffix.begin(), suffix.end(),
+                        h.begin() + static_cast<std::ptrdiff_t>(start)))
+          continue;
+        auto const from = start + len;
+        auto const take = std::min(max, n - from);
+        out.insert(out.end(), h.begin() + static_cast<std::ptrdiff_t>(from),
+                   h.begin() + static_cast<std::ptrdiff_t>(from + take));
+        return;
+      }
+    }
+  }
+
+ private:
+  ngram_config cfg_;
+};
+
+/// How the lane host drafts: the source (none: no drafts) and how many tokens it may propose.
+struct draft_config {
+  std::shared_ptr<draft_source> source;  // null: decode one token per stream per round
+  std::size_t max_tokens = 8;            // most drafts in one stream's verify row
+  std::size_t round_tokens = 32;         // most drafts in one round, over all streams
+};
+
+}  // namespace tf::serve

@@ -1,0 +1,265 @@
+// Tests include/tf/serve/draft_source.hpp and the lane host's verification of drafts: a drafted
+// reply is the reply without drafts, token for token, greedy and seeded, solo and concurrent,
+// whatever the drafts are (always right, always wrong, partly right, n-gram), and the pool
+// balances after any mix of accepts, rejects, cancels and refusals.
+#include <tf/serve/draft_source.hpp>
+#include <tf/serve/lane_host.hpp>
+#include <tf/serve/sha256.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "lane_requests.hpp"
+#include "toy_model.hpp"
+
+using namespace tf::serve;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<std::int32_t> ids(std::string_view s) {
+  return {s.begin(), s.end()};
+}
+
+std::vector<std::int32_t> propose(draft_source& d, std::vector<std::int32_t> const& h,
+                                  std::size_t max) {
+  std::vector<std::int32_t> out;
+  d.propose(h, max, out);
+  return out;
+}
+
+// The toy model's greedy continuation of a history: its hash chain, then argmax of each row.
+// Drafting for the target exactly as it decodes: every draft is accepted under greedy sampling.
+class toy_greedy_draft : public draft_source {
+ public:
+  // `wrong_at` >= 0: the draft at that index (if proposed) is replaced by a different token.
+  explicit toy_greedy_draft(int wrong_at = -1) : wrong_at_(wrong_at) {}
+  std::string_view name() const override { return "toy-greedy"; }
+  void propose(std::span<std::int32_t const> h, std::size_t max,
+               std::vector<std::int32_t>& out) override {
+    std::uint64_t s = 0x9e3779b97f4a7c15ull;
+    for (auto t : h) s = toy_mix(s ^ (static_cast<std::uint64_t>(t) + 1) * 0xff51afd7ed558ccdull);
+    std::vector<float> row(toy_vocab::size);
+    for (std::size_t i = 0; i < max; ++i) {
+      toy_logits(s, row.data());
+      auto t = static_cast<std::int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+      if (static_cast<int>(i) == wrong_at_) t = t == 'a' ? 'b' : 'a';
+      out.push_back(t);
+      if (t == toy_vocab::eos) return;  // the reply ends there: nothing follows to draft
+      s = toy_mix(s ^ (static_cast<std::uint64_t>(t) + 1) * 0xff51afd7ed558ccdull);
+    }
+  }
+
+ private:
+  int wrong_at_;
+};
+
+// Never right: a token the toy model never samples (its logit is -20 against printable ones).
+class always_wrong_draft : public draft_source {
+ public:
+  std::string_view name() const override { return "wrong"; }
+  void propose(std::span<std::int32_t const>, std::size_t max,
+               std::vector<std::int32_t>& out) override {
+    out.insert(out.end(), max, 1);
+  }
+};
+
+struct run_result {
+  std::vector<reply> replies;
+  std::uint64_t drafted = 0, accepted = 0;
+  std::size_t usage_drafted = 0, usage_accepted = 0;
+};
+
+// Serves every request at once with `parallel` streams and the given drafts.
+run_result serve_all(std::vector<generation_request> const& reqs, std::size_t parallel,
+                     std::shared_ptr<draft_source> source, std::size_t pages = 96) {
+  toy_model model(pages, 16);
+  draft_config drafts;
+  drafts.source = std::move(source);
+  drafts.max_tokens = 6;
+  metrics m;
+  lane_host<toy_model, toy_family> host(model, {parallel, 512, 64, 64}, &m, drafts);
+  std::vector<std::shared_ptr<request_stream>> streams;
+  for (auto const& r : reqs) {
+    auto s = host.submit(r);
+    REQUIRE(s.status != submit_status::rejected);
+    streams.push_back(s.stream);
+  }
+  run_result out;
+  for (auto& s : streams) {
+    out.replies.push_back(drain(s));
+    out.usage_drafted += s->drafted_tokens();
+    out.usage_accepted += s->accepted_tokens();
+  }
+  auto const c = host.shutdown(0ms);
+  CHECK(c.balanced());
+  out.drafted = m.draft_tokens.load();
+  out.accepted = m.draft_accepted.load();
+  CHECK(out.drafted == out.usage_drafted);
+  CHECK(out.accepted == out.usage_accepted);
+  return out;
+}
+
+// Eight requests: the lane tests' prompts, half greedy, half seeded at temperature 0.8 with
+// top-k / top-p and one of those with a repetition penalty; n-gram-friendly repeated text among
+// them.
+std::vector<generation_request> mixed_requests(bool seeded) {
+  std::vector<generation_request> reqs;
+  auto p = prompts();
+  p[1] = "abcabcabcabcabcabcabc the cat sat. the cat sat. the cat";
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    auto r = make_request(p[i], 40);
+    if (seeded) {
+      r.sampling.temperature = 0.8f;
+      r.sampling.top_k = 40;
+      r.sampling.top_p = 0.9f;
+      r.sampling.seed = 100 + i;
+      r.sampling.top_logprobs = 2;
+    }
+    if (seeded && i == 5) r.sampling.repetition_penalty = 1.3f;
+    reqs.push_back(std::move(r));
+  }
+  return reqs;
+}
+
+void check_same(run_result const& got, run_result const& want) {
+  REQUIRE(got.replies.size() == want.replies.size());
+  for (std::size_t i = 0; i < got.replies.size(); ++i) {
+    INFO("request " << i);
+    CHECK(token_sha(got.replies[i].tokens) == token_sha(want.replies[i].tokens));
+    CHECK(got.replies[i].reason == want.replies[i].reason);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("n-gram drafts: the tokens after the latest earlier match of the longest suffix") {
+  ngram_draft d({2, 4});
+  CHECK(propose(d, ids("abcdxyzabc"), 3) == ids("dxy"));
+  CHECK(propose(d, ids("abcdxyzabc"), 10) == ids("dxyzabc"));
+  // The latest occurrence wins: "ab" was followed by "c" first and by "q" later.
+  CHECK(propose(d, ids("abcXabqqab"), 2) == ids("qq"));
+  // A 3-token match beats a later 2-token one.
+  CHECK(propose(d, ids("xab1 zab2 xab"), 1) == ids("1"));
+  // No match, a 1-token suffix (below min_match), nothing asked, empty history: no drafts.
+  CHECK(propose(d, ids("abcdefg"), 4).empty());
+  CHECK(propose(d, ids("xaya"), 4).empty());
+  CHECK(propose(d, ids("abcab"), 0).empty());
+  CHECK(propose(d, {}, 4).empty());
+  ngram_draft one({1, 1});
+  CHECK(propose(one, ids("xaya"), 4) == ids("ya"));
+  CHECK_THROWS_AS(ngram_draft({0, 2}), tf::error);
+  CHECK_THROWS_AS(ngram_draft({3, 2}), tf::error);
+  CHECK(d.name() == "ngram");
+}
+
+TEST_CASE(
+    "drafted replies equal the replies without drafts, greedy and seeded, solo and 8 at once") {
+  for (bool seeded : {false, true}) {
+    auto const reqs = mixed_requests(seeded);
+    auto const plain = serve_all(reqs, 8, nullptr);
+    CHECK(plain.drafted == 0);
+    auto solo_plain = run_result{};
+    for (auto const& r : reqs) solo_plain.replies.push_back(serve_all({r}, 1, nullptr).replies[0]);
+    check_same(plain, solo_plain);
+    std::vector<std::pair<std::string, std::shared_ptr<draft_source>>> const sources{
+        {"ngram", std::make_shared<ngram_draft>(ngram_config{1, 4})},
+        {"greedy", std::make_shared<toy_greedy_draft>()},
+        {"wrong at 2", std::make_shared<toy_greedy_draft>(2)},
+        {"always wrong", std::make_shared<always_wrong_draft>()}};
+    for (auto const& [name, source] : sources) {
+      INFO((seeded ? "seeded, " : "greedy, ") << "drafts: " << name);
+      auto const many = serve_all(reqs, 8, source);
+      check_same(many, plain);
+      CHECK(many.drafted > 0);
+      run_result solo;
+      for (auto const& r : reqs) solo.replies.push_back(serve_all({r}, 1, source).replies[0]);
+      check_same(solo, plain);
+      if (name == "always wrong") CHECK(many.accepted == 0);
+      if (name == "greedy" && !seeded) CHECK(many.accepted == many.drafted);
+      if (name == "wrong at 2") CHECK(many.accepted < many.drafted);
+      if (name != "always wrong" && !seeded) CHECK(many.accepted > 0);
+    }
+  }
+}
+
+TEST_CASE("a request with draft off gets no drafts; its reply is the same") {
+  auto reqs = mixed_requests(true);
+  for (auto& r : reqs) r.draft = false;
+  auto const off = serve_all(reqs, 4, std::make_shared<toy_greedy_draft>());
+  CHECK(off.drafted == 0);
+  check_same(off, serve_all(mixed_requests(true), 4, nullptr));
+}
+
+TEST_CASE("drafts that keep failing pause: far fewer drafted tokens than rounds x max") {
+  auto reqs = mixed_requests(false);
+  auto const r = serve_all(reqs, 8, std::make_shared<always_wrong_draft>());
+  std::size_t generated = 0;
+  for (auto const& rep : r.replies) generated += rep.tokens.size();
+  // Without a pause every one of the ~generated rounds would draft 6 tokens.
+  CHECK(r.drafted > 0);
+  CHECK(r.drafted * 4 < generated * 6);
+}
+
+TEST_CASE("1,000 drafted requests with cancels and prompts past the pool leave a balanced pool") {
+  toy_model model(40, 16);
+  draft_config drafts;
+  drafts.source = std::make_shared<toy_greedy_draft>(3);
+  drafts.max_tokens = 8;
+  metrics m;
+  lane_host<toy_model, toy_family> host(model, {4, 2048, 2000, 32}, &m, drafts);
+  std::mt19937 gen(42);
+  std::vector<std::shared_ptr<request_stream>> live;
+  std::size_t refused = 0, cancelled = 0;
+  for (int i = 0; i < 1000; ++i) {
+    auto const len = std::uniform_int_distribution<std::size_t>(1, i % 50 == 0 ? 800 : 120)(gen);
+    std::string text(len, static_cast<char>('a' + i % 26));
+    auto req = make_request(text, std::uniform_int_distribution<int>(1, 40)(gen));
+    if (i % 3 == 0) {
+      req.sampling.temperature = 0.8f;
+      req.sampling.seed = static_cast<std::uint64_t>(i);
+    }
+    auto s = host.submit(std::move(req));
+    if (s.status == submit_status::rejected) {
+      ++refused;
+      continue;
+    }
+    if (i % 7 == 0) {
+      s.stream->cancel();
+      ++cancelled;
+    }
+    live.push_back(s.stream);
+    if (live.size() >= 16) {
+      for (auto& st : live) drain(st);
+      live.clear();
+    }
+  }
+  for (auto& st : live) drain(st);
+  auto const c = host.shutdown(0ms);
+  CHECK(c.balanced());
+  CHECK(c.free + c.store == 40);
+  CHECK(refused > 0);  // the 800-token prompts are larger than the 40 x 16-token pool
+  CHECK(cancelled > 0);
+  CHECK(m.draft_tokens.load() > m.draft_accepted.load());
+  CHECK(m.draft_accepted.load() > 0);
+}
+
+TEST_CASE("the metrics name the draft source and give vLLM's spec-decode counters") {
+  metrics m;
+  m.draft_source = "ngram";
+  m.draft_rows = 3;
+  m.draft_tokens = 12;
+  m.draft_accepted = 5;
+  auto const text = m.prometheus({}, "x");
+  CHECK(text.find("tf_draft_tokens_total{source=\"ngram\"} 12") != std::string::npos);
+  CHECK(text.find("tf_draft_accepted_tokens_total{source=\"ngram\"} 5") != std::string::npos);
+  CHECK(text.find("vllm:spec_decode_num_draft_tokens_total{model_name=\"x\"} 12") !=
+        std::string::npos);
+  CHECK(text.find("vllm:spec_decode_num_accepted_tokens_total{model_name=\"x\"} 5") !=
+        std::string::npos);
+  CHECK(text.find("vllm:spec_decode_num_drafts_total{model_name=\"x\"} 3") != std::string::npos);
+}

@@ -1,0 +1,150 @@
+// The built `serve` binary on the real default model with n-gram drafts (the default): every reply
+// is the reply of the same request with "draft": false, token for token (greedy, seeded at
+// temperature 0.8 with top-k / top-p, and a json_schema request), alone and 8 at once; drafts are
+// made and accepted on repetitive text, and the usage and /metrics count them.
+#include <httplib.h>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <tests/serve/live_server.hpp>
+
+#include <chrono>
+#include <future>
+#include <regex>
+#include <string>
+#include <vector>
+
+using namespace tf::test::live;
+using nlohmann::json;
+
+namespace {
+
+json post_chat(int port, json const& body) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(300);
+  auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  REQUIRE(r);
+  INFO(r->body);
+  REQUIRE(r->status == 200);
+  return json::parse(r->body);
+}
+
+std::string const code = R"(def total(items):
+    result = 0
+    for item in items:
+        if item.price > 0:
+            result += item.price * item.count
+    return result
+
+def average(items):
+    if not items:
+        return 0
+    return total(items) / len(items)
+)";
+
+// Eight requests: a repetitive rewrite and free text, greedy and seeded, one json_schema.
+std::vector<json> requests() {
+  std::vector<json> out;
+  auto chat = [](std::string const& text, int max_tokens) {
+    return json{{"messages", json::array({{{"role", "user"}, {"content", text}}})},
+                {"max_tokens", max_tokens},
+                {"temperature", 0}};
+  };
+  auto const rewrite =
+      "Rewrite this code with the variable `result` renamed to `acc`. Reply with the code "
+      "only.\n\n" +
+      code;
+  out.push_back(chat(rewrite, 64));
+  out.push_back(chat("Write two sentences about the sea.", 32));
+  auto seeded = chat(rewrite, 48);
+  seeded["temperature"] = 0.8;
+  seeded["top_k"] = 40;
+  seeded["top_p"] = 0.9;
+  seeded["seed"] = 7;
+  out.push_back(seeded);
+  auto free_seeded = chat("Tell me about your favourite city.", 32);
+  free_seeded["temperature"] = 0.8;
+  free_seeded["seed"] = 3;
+  out.push_back(free_seeded);
+  auto schema = chat("Give a person's name and age as JSON.", 32);
+  schema["response_format"] = {
+      {"type", "json_schema"},
+      {"json_schema",
+       {{"name", "person"},
+        {"schema",
+         {{"type", "object"},
+          {"properties", {{"name", {{"type", "string"}}}, {"age", {{"type", "integer"}}}}},
+          {"required", {"name", "age"}}}}}}};
+  out.push_back(schema);
+  auto repeat =
+      chat("Repeat exactly, three times: the quick brown fox jumps over the lazy dog.", 40);
+  out.push_back(repeat);
+  auto logprobs = chat(rewrite, 32);
+  logprobs["logprobs"] = true;
+  logprobs["top_logprobs"] = 2;
+  out.push_back(logprobs);
+  auto penalised = chat(rewrite, 32);
+  penalised["temperature"] = 0.7;
+  penalised["seed"] = 11;
+  penalised["frequency_penalty"] = 0.5;
+  out.push_back(penalised);
+  return out;
+}
+
+std::uint64_t metric(std::string const& text, std::string const& name) {
+  std::smatch m;
+  std::regex const line(name + R"(\{[^}]*\} (\d+))");
+  REQUIRE(std::regex_search(text, m, line));
+  return std::stoull(m[1]);
+}
+
+}  // namespace
+
+TEST_CASE("the real model: drafted replies equal \"draft\": false replies, alone and 8 at once") {
+  if (!real_model_ready()) return;
+  live_server s({default_model, "--parallel", "8", "--context", "1024", "--threads", "2"});
+  REQUIRE(s.wait_ready(std::chrono::seconds(120)));
+  CHECK(s.log().find("tf: speculative drafts: ngram") != std::string::npos);
+  auto const reqs = requests();
+
+  std::vector<json> plain;
+  for (auto r : reqs) {
+    r["draft"] = false;
+    auto const reply = post_chat(s.port(), r);
+    CHECK(reply["usage"]["completion_tokens_details"]["accepted_prediction_tokens"] == 0);
+    CHECK(reply["usage"]["completion_tokens_details"]["rejected_prediction_tokens"] == 0);
+    plain.push_back(reply);
+  }
+  // Alone, drafts on (the server's default).
+  std::size_t accepted = 0;
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    INFO("request " << i << ": " << reqs[i].dump());
+    auto const reply = post_chat(s.port(), reqs[i]);
+    CHECK(reply["tf"]["token_sha"] == plain[i]["tf"]["token_sha"]);
+    CHECK(reply["choices"][0]["message"] == plain[i]["choices"][0]["message"]);
+    if (reqs[i].contains("logprobs"))
+      CHECK(reply["choices"][0]["logprobs"] == plain[i]["choices"][0]["logprobs"]);
+    accepted += reply["usage"]["completion_tokens_details"]["accepted_prediction_tokens"]
+                    .get<std::size_t>();
+  }
+  // The code rewrite repeats its prompt: n-gram drafts are accepted there.
+  CHECK(accepted > 20);
+  // Eight at once.
+  std::vector<std::future<json>> running;
+  for (auto const& r : reqs)
+    running.push_back(std::async(std::launch::async, [&s, r] { return post_chat(s.port(), r); }));
+  for (std::size_t i = 0; i < running.size(); ++i) {
+    INFO("concurrent request " << i);
+    CHECK(running[i].get()["tf"]["token_sha"] == plain[i]["tf"]["token_sha"]);
+  }
+  httplib::Client c("127.0.0.1", s.port());
+  auto m = c.Get("/metrics");
+  REQUIRE(m);
+  auto const drafted = metric(m->body, "vllm:spec_decode_num_draft_tokens_total");
+  auto const taken = metric(m->body, "vllm:spec_decode_num_accepted_tokens_total");
+  CHECK(drafted >= taken);
+  CHECK(taken >= accepted);
+  CHECK(metric(m->body, "tf_draft_tokens_total") == drafted);
+  CHECK(m->body.find("tf_draft_tokens_total{source=\"ngram\"}") != std::string::npos);
+  CHECK(s.stop() == 0);
+  check_census(s.log());
+}
