@@ -40,14 +40,6 @@ std::vector<backend::host_matrix> stacked_experts(View const& t, std::int64_t ro
   return out;
 }
 
-/// Rows [first, first + count) of m, as a matrix of their own.
-inline backend::host_matrix row_slice(backend::host_matrix m, std::int64_t first,
-                                      std::int64_t count) {
-  m.data += static_cast<std::uint64_t>(first) * m.row_bytes;
-  m.rows = count;
-  return m;
-}
-
 /// HF's stacked expert tensors (transformers 5) with `{}` for the layer: gate_up [hidden, 2 ff,
 /// experts] (each expert's gate rows, then its up rows) and down [ff, hidden, experts]. For
 /// experts without a gate, `gate_up` names the stacked up projection [hidden, ff, experts].
@@ -60,6 +52,8 @@ struct fused_expert_names {
 /// HF's fused stacked tensors where `fused` names them and the file has them, or from HF's one
 /// tensor per expert (the map's HF name has a second `{}`, the expert). A map without
 /// ffn_gate_exps binds experts without a gate (down(act(up x)), the gate matrix left empty).
+/// Under tensor parallelism `ff` is this rank's share of the file's expert width, and each rank
+/// binds its slice of every expert (gate and up rows, down columns).
 /// Throws tf::error naming a missing or malformed tensor.
 template <class Binder>
 auto bind_experts(Binder const& b, int layer, std::int64_t n, std::int64_t ff, std::int64_t h,
@@ -69,16 +63,24 @@ auto bind_experts(Binder const& b, int layer, std::int64_t n, std::int64_t ff, s
   bool const gated = model::find_role(b.map, tensor_role::ffn_gate_exps).has_value();
   std::vector<typename B::expert> out;
   auto add = [&](backend::host_matrix g, backend::host_matrix u, backend::host_matrix d) {
-    out.push_back({gated ? b.be.upload(g) : typename B::matrix{}, b.be.upload(u), b.be.upload(d)});
+    out.push_back({gated ? b.shard(tensor_role::ffn_gate_exps, g, ff, h) : typename B::matrix{},
+                   b.shard(tensor_role::ffn_up_exps, u, ff, h),
+                   b.shard(tensor_role::ffn_down_exps, d, h, ff)});
+  };
+  // The file's expert width F: this rank's ff, or every rank's when the experts are split.
+  auto const width = [&](auto const* t, std::int64_t per_expert_blocks) {
+    auto const file_ff = t->dims.size() > 1 ? t->dims[1] / per_expert_blocks : ff;
+    return file_ff == ff * b.ranks().size ? file_ff : ff;
   };
   if (b.style == name_style::gguf) {
+    auto const F = width(b.find(tensor_role::ffn_up_exps, layer, false), 1);
     auto stack = [&](tensor_role role, std::int64_t rows, std::int64_t cols) {
       return stacked_experts(*b.find(role, layer, false), rows, cols, n);
     };
     auto const g =
-        gated ? stack(tensor_role::ffn_gate_exps, ff, h) : std::vector<backend::host_matrix>{};
-    auto const u = stack(tensor_role::ffn_up_exps, ff, h);
-    auto const d = stack(tensor_role::ffn_down_exps, h, ff);
+        gated ? stack(tensor_role::ffn_gate_exps, F, h) : std::vector<backend::host_matrix>{};
+    auto const u = stack(tensor_role::ffn_up_exps, F, h);
+    auto const d = stack(tensor_role::ffn_down_exps, h, F);
     for (std::size_t e = 0; e < u.size(); ++e) add(gated ? g[e] : u[e], u[e], d[e]);
     return out;
   }
@@ -89,20 +91,22 @@ auto bind_experts(Binder const& b, int layer, std::int64_t n, std::int64_t ff, s
   };
   if (fused) {
     if (auto const* gu = b.file.find_tensor(model::expand(fused->gate_up, layer))) {
-      auto const both = stacked_experts(*gu, gated ? 2 * ff : ff, h, n);
-      auto const d = stacked_experts(*tensor(model::expand(fused->down, layer)), h, ff, n);
+      auto const F = width(gu, gated ? 2 : 1);
+      auto const both = stacked_experts(*gu, gated ? 2 * F : F, h, n);
+      auto const d = stacked_experts(*tensor(model::expand(fused->down, layer)), h, F, n);
       for (std::size_t e = 0; e < both.size(); ++e)
-        add(row_slice(both[e], 0, ff), gated ? row_slice(both[e], ff, ff) : both[e], d[e]);
+        add(row_slice(both[e], 0, F), gated ? row_slice(both[e], F, F) : both[e], d[e]);
       return out;
     }
   }
   auto one = [&](tensor_role role, int e, std::int64_t rows, std::int64_t cols) {
     return b.host_of(tensor(model::expand(b.name_of(role, layer), e)), rows, cols);
   };
+  auto const F = width(tensor(model::expand(b.name_of(tensor_role::ffn_up_exps, layer), 0)), 1);
   for (int e = 0; e < n; ++e) {
-    auto const g = gated ? one(tensor_role::ffn_gate_exps, e, ff, h) : backend::host_matrix{};
-    auto const u = one(tensor_role::ffn_up_exps, e, ff, h);
-    add(gated ? g : u, u, one(tensor_role::ffn_down_exps, e, h, ff));
+    auto const g = gated ? one(tensor_role::ffn_gate_exps, e, F, h) : backend::host_matrix{};
+    auto const u = one(tensor_role::ffn_up_exps, e, F, h);
+    add(gated ? g : u, u, one(tensor_role::ffn_down_exps, e, h, F));
   }
   return out;
 }

@@ -1,8 +1,11 @@
 #pragma once
 /// Binds a model file's tensors by role through a family's tensor map (GGUF or HF names), checking
-/// shapes, and hands them to the backend: matrices as the file holds them, vectors in f32.
+/// shapes, and hands them to the backend: matrices as the file holds them, vectors in f32. Under
+/// tensor parallelism (a backend whose `ranks()` splits) each role's shard kind decides the slice
+/// a rank binds: the rows of a column-parallel weight, the columns of a row-parallel one.
 #include <kernels/cpu/dequant.hpp>
 #include <tf/backend/cpu.hpp>
+#include <tf/dist/tensor_parallel.hpp>
 #include <tf/error.hpp>
 #include <tf/model/tensor_names.hpp>
 #include <tf/model/tensor_type.hpp>
@@ -10,6 +13,9 @@
 #include <fmt/ranges.h>
 
 #include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +23,48 @@ namespace tf::families {
 
 /// Which column of the tensor map names the tensors.
 enum class name_style { gguf, hf };
+
+/// Rows [first, first + count) of m, as a matrix of their own.
+inline backend::host_matrix row_slice(backend::host_matrix m, std::int64_t first,
+                                      std::int64_t count) {
+  m.data += static_cast<std::uint64_t>(first) * m.row_bytes;
+  m.rows = count;
+  return m;
+}
+
+/// The ranks backend `be` splits weights over: its `ranks()`, or one rank where it has none.
+template <class B>
+dist::tensor_parallel const& ranks_of(B const& be) {
+  if constexpr (requires { be.ranks(); }) {
+    return be.ranks();
+  } else {
+    static dist::tensor_parallel const solo{};
+    return solo;
+  }
+}
+
+/// Where this rank's `part` of `whole` features starts, when `whole` is `part` times a count of
+/// parts that groups the ranks evenly (parts < size: replicated over size / parts ranks, as KV
+/// heads are); nothing when the tensor is whole (`part == whole`) or does not split so.
+inline std::optional<std::int64_t> slice_start(std::int64_t whole, std::int64_t part,
+                                               dist::tensor_parallel const& r) {
+  if (part <= 0 || whole == part || whole % part != 0) return std::nullopt;
+  std::int64_t const parts = whole / part;
+  if (parts > r.size || r.size % parts != 0) return std::nullopt;
+  return r.rank / (r.size / parts) * part;
+}
+
+/// `hp` with the attention heads, KV heads and FFN width one rank of `r` holds (KV heads
+/// replicated where the ranks outnumber them); `hp` itself at one rank.
+template <class Hparams>
+Hparams per_rank(Hparams hp, dist::tensor_parallel const& r, char const* family) {
+  if (!r.split()) return hp;
+  hp.num_heads = dist::split_evenly(hp.num_heads, r.size, family, "attention heads");
+  hp.num_kv_heads = dist::split_kv_heads(hp.num_kv_heads, r.size, family);
+  if constexpr (requires { hp.intermediate_size; })
+    hp.intermediate_size = dist::split_evenly(hp.intermediate_size, r.size, family, "FFN columns");
+  return hp;
+}
 
 /// `file` is anything with `find_tensor(name) -> const tensor_view*`; `family` names the family
 /// in the errors; `be` is the backend the weights are bound to.
@@ -52,8 +100,47 @@ struct tensor_binder {
                   t->bytes, rows, m.row_bytes, m.row_bytes * static_cast<std::uint64_t>(rows));
     return m;
   }
+  /// The ranks the weights are split over.
+  dist::tensor_parallel const& ranks() const { return ranks_of(be); }
+
+  /// A [rows, cols] matrix: this rank's slice by the role's shard kind where the file holds more
+  /// (rows and cols are this rank's), the whole tensor otherwise.
   auto mat(model::tensor_role role, int layer, std::int64_t rows, std::int64_t cols) const {
-    return be.upload(host_of(find(role, layer, false), rows, cols));
+    return mat_blocks(role, layer, {rows}, cols);
+  }
+  /// The same for a column-parallel projection that stacks blocks of rows (gate | up): the file
+  /// holds each block whole, one after the other, and a rank takes its slice of each.
+  auto mat_blocks(model::tensor_role role, int layer, std::initializer_list<std::int64_t> blocks,
+                  std::int64_t cols) const {
+    auto const* t = find(role, layer, false);
+    std::int64_t rows = 0;
+    for (auto b : blocks) rows += b;
+    if (t->dims.size() == 2) {
+      auto const kind = dist::shard_of(role);
+      if (kind == dist::shard_kind::column && t->dims[0] == cols)
+        if (auto first = slice_start(t->dims[1], rows, ranks()))
+          return rows_of(host_of(t, t->dims[1], cols), *first / rows, blocks);
+      if (kind == dist::shard_kind::row && t->dims[1] == rows && blocks.size() == 1)
+        if (auto first = slice_start(t->dims[0], cols, ranks()))
+          return columns_of(host_of(t, rows, t->dims[0]), *first, cols);
+    }
+    return be.upload(host_of(t, rows, cols));
+  }
+  /// This rank's [rows, cols] slice of `whole` (a matrix the caller cut from a file's tensor, as an
+  /// expert from a stacked tensor) by the role's shard kind; `whole` itself where it is that shape.
+  auto shard(model::tensor_role role, backend::host_matrix whole, std::int64_t rows,
+             std::int64_t cols) const {
+    auto const kind = dist::shard_of(role);
+    if (kind == dist::shard_kind::column && whole.cols == cols)
+      if (auto first = slice_start(whole.rows, rows, ranks()))
+        return rows_of(whole, *first / rows, {rows});
+    if (kind == dist::shard_kind::row && whole.rows == rows)
+      if (auto first = slice_start(whole.cols, cols, ranks()))
+        return columns_of(whole, *first, cols);
+    if (whole.rows != rows || whole.cols != cols)
+      throw error("tf: {} {} matrix of [{}, {}] does not split into [{}, {}] over {} ranks", family,
+                  model::role_name(role), whole.rows, whole.cols, rows, cols, ranks().size);
+    return be.upload(whole);
   }
   /// The embedding or the head (each token reads all of it): the backend may lay it out for that.
   template <class T>
@@ -71,6 +158,7 @@ struct tensor_binder {
     return be.upload(std::move(w));
   }
   /// Any other vector (a bias, a norm where the family calls it a tensor) [n] in f32.
+  /// A column-parallel role's vector (a q/k/v bias) is this rank's slice where the file holds more.
   auto vec(model::tensor_role role, int layer, std::int64_t n) const {
     return be.upload(floats(role, layer, n, "tensor"));
   }
@@ -87,9 +175,62 @@ struct tensor_binder {
   }
 
  private:
+  // Part `which` of each block of whole's rows (whole holds every part of block 0, then of block
+  // 1, ...), in one matrix: a view of the file where that is one run of rows, a copy otherwise.
+  auto rows_of(backend::host_matrix whole, std::int64_t which,
+               std::initializer_list<std::int64_t> blocks) const {
+    std::int64_t rows = 0;
+    for (auto b : blocks) rows += b;
+    std::int64_t const parts = whole.rows / rows;
+    if (blocks.size() == 1) return be.upload(row_slice(whole, which * rows, rows));
+    std::vector<std::byte> bytes(static_cast<std::size_t>(whole.row_bytes) *
+                                 static_cast<std::size_t>(rows));
+    std::int64_t at = 0, out = 0;
+    for (auto b : blocks) {
+      auto const src = row_slice(whole, at + which * b, b);
+      std::memcpy(bytes.data() + out * whole.row_bytes, src.data,
+                  static_cast<std::size_t>(whole.row_bytes) * static_cast<std::size_t>(b));
+      at += parts * b;
+      out += b;
+    }
+    backend::host_matrix m{whole.type, rows, whole.cols, nullptr, whole.row_bytes};
+    return upload_copy(std::move(bytes), m);
+  }
+  // Columns [first, first + count) of every row of whole, copied (a rank's share of the input
+  // features): the backend all-reduces the partial sums a matmul by it gives.
+  auto columns_of(backend::host_matrix whole, std::int64_t first, std::int64_t count) const {
+    auto const skip = model::row_bytes(whole.type, static_cast<std::uint64_t>(first));
+    auto const keep = model::row_bytes(whole.type, static_cast<std::uint64_t>(count));
+    std::vector<std::byte> bytes(
+        static_cast<std::size_t>(keep * static_cast<std::uint64_t>(whole.rows)));
+    for (std::int64_t r = 0; r < whole.rows; ++r)
+      std::memcpy(bytes.data() + static_cast<std::uint64_t>(r) * keep,
+                  whole.data + static_cast<std::uint64_t>(r) * whole.row_bytes + skip, keep);
+    backend::host_matrix m{whole.type, whole.rows, count, nullptr, keep};
+    m.partial_sum = true;
+    return upload_copy(std::move(bytes), m);
+  }
+  auto upload_copy(std::vector<std::byte> bytes, backend::host_matrix m) const {
+    if constexpr (requires { be.upload_owned(std::move(bytes), m); }) {
+      return be.upload_owned(std::move(bytes), m);
+    } else {
+      m.data = bytes.data();
+      return be.upload(m);  // a backend that copies the weights to its own memory
+    }
+  }
+
   std::vector<float> floats(model::tensor_role role, int layer, std::int64_t n,
                             char const* what) const {
     auto const* t = find(role, layer, false);
+    if (dist::shard_of(role) == dist::shard_kind::column)
+      if (auto first = slice_start(t->elements(), n, ranks())) {
+        auto whole = floats_of(t, t->elements(), what);
+        return {whole.begin() + *first, whole.begin() + *first + n};
+      }
+    return floats_of(t, n, what);
+  }
+  template <class T>
+  std::vector<float> floats_of(T const* t, std::int64_t n, char const* what) const {
     if (t->elements() != n)
       throw error("tf: {} {} {} has {} elements, expected {}", family, what, t->name, t->elements(),
                   n);

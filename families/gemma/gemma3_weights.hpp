@@ -49,10 +49,10 @@ gemma3_weights<B> bind_weights(File const& file, gemma3_hparams const& hp, name_
                                                            be};
   using model::tensor_role;
   float const shift = style == name_style::hf ? 1.0f : 0.0f;  // HF norms are zero-centred
-  std::int64_t const h = hp.hidden_size, hd = hp.head_dim, ff = hp.intermediate_size;
-  std::int64_t const q_out = hd * hp.num_heads, kv_out = hd * hp.num_kv_heads;
   gemma3_weights<B> w;
-  w.hp = hp;
+  w.hp = per_rank(hp, b.ranks(), "gemma3");  // this rank's heads and FFN width
+  std::int64_t const h = hp.hidden_size, hd = hp.head_dim, ff = w.hp.intermediate_size;
+  std::int64_t const q_out = hd * w.hp.num_heads, kv_out = hd * w.hp.num_kv_heads;
   w.embd = b.head(tensor_role::token_embd, hp.vocab_size, h);
   auto const* out = b.find(tensor_role::output, 0, true);
   w.output = out ? b.head_of(out, hp.vocab_size, h) : w.embd;  // tied: the embedding

@@ -50,10 +50,10 @@ glm4_weights<B> bind_weights(File const& file, glm4_hparams const& hp, name_styl
         hp.vocab_size, hp.intermediate_size);
   using model::tensor_role;
   tensor_binder<File, decltype(glm4_tensors), B> const b{file, glm4_tensors, style, "glm4", be};
-  std::int64_t const h = hp.hidden_size, hd = hp.head_dim, ff = hp.intermediate_size;
-  std::int64_t const q_out = hd * hp.num_heads, kv_out = hd * hp.num_kv_heads;
   glm4_weights<B> w;
-  w.hp = hp;
+  w.hp = per_rank(hp, b.ranks(), "glm4");  // this rank's heads and FFN width
+  std::int64_t const h = hp.hidden_size, hd = hp.head_dim, ff = w.hp.intermediate_size;
+  std::int64_t const q_out = hd * w.hp.num_heads, kv_out = hd * w.hp.num_kv_heads;
   w.embd = b.head(tensor_role::token_embd, hp.vocab_size, h);
   auto const* out = b.find(tensor_role::output, 0, true);
   w.output = out ? b.head_of(out, hp.vocab_size, h) : w.embd;  // tied: the embedding
@@ -77,7 +77,7 @@ glm4_weights<B> bind_weights(File const& file, glm4_hparams const& hp, name_styl
       l.mlp.gate = b.mat(tensor_role::ffn_gate, i, ff, h);
       l.mlp.up = b.mat(tensor_role::ffn_up, i, ff, h);
     } else {
-      l.mlp.gate_up = b.mat(tensor_role::ffn_up, i, 2 * ff, h);
+      l.mlp.gate_up = b.mat_blocks(tensor_role::ffn_up, i, {ff, ff}, h);  // gate rows | up rows
     }
     l.mlp.down = b.mat(tensor_role::ffn_down, i, h, ff);
   }

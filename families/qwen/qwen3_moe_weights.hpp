@@ -45,17 +45,19 @@ qwen3_moe_weights<B> bind_moe_weights(File const& file, qwen3_moe_hparams const&
                                                               "qwen3_moe", be};
   std::int64_t const h = hp.hidden_size;
   qwen3_moe_weights<B> w;
-  w.hp = hp;
-  bind_head(w, b, hp);
+  w.hp = per_rank(hp, b.ranks(), "qwen3_moe");  // this rank's heads, FFN and expert widths
+  w.hp.moe_intermediate_size = dist::split_evenly(hp.moe_intermediate_size, b.ranks().size,
+                                                  "qwen3_moe", "expert FFN columns");
+  bind_head(w, b, w.hp);
   for (int i = 0; i < hp.num_layers; ++i) {
     auto& l = w.layers.emplace_back();
-    bind_attention(l, b, hp, i);
+    bind_attention(l, b, w.hp, i);
     if (!hp.is_moe(i)) {
-      bind_dense_mlp(l, b, hp, i);
+      bind_dense_mlp(l, b, w.hp, i);
       continue;
     }
     l.moe.router = b.mat(tensor_role::ffn_gate_inp, i, hp.num_experts, h);
-    l.moe.experts = bind_experts(b, i, hp.num_experts, hp.moe_intermediate_size, h);
+    l.moe.experts = bind_experts(b, i, hp.num_experts, w.hp.moe_intermediate_size, h);
   }
   return w;
 }

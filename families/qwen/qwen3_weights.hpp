@@ -96,12 +96,12 @@ qwen3_weights<B> bind_weights(File const& file, qwen3_hparams const& hp, name_st
   check_hparams(hp, "qwen3");
   tensor_binder<File, decltype(qwen3_tensors), B> const b{file, qwen3_tensors, style, "qwen3", be};
   qwen3_weights<B> w;
-  w.hp = hp;
-  bind_head(w, b, hp);
+  w.hp = per_rank(hp, b.ranks(), "qwen3");  // this rank's heads and FFN width
+  bind_head(w, b, w.hp);
   for (int i = 0; i < hp.num_layers; ++i) {
     auto& l = w.layers.emplace_back();
-    bind_attention(l, b, hp, i);
-    bind_dense_mlp(l, b, hp, i);
+    bind_attention(l, b, w.hp, i);
+    bind_dense_mlp(l, b, w.hp, i);
   }
   return w;
 }

@@ -14,10 +14,12 @@
 #include <tf/backend/cpu/state_store.hpp>
 #include <tf/backend/cpu/step.hpp>
 #include <tf/backend/store_checks.hpp>
+#include <tf/dist/tensor_parallel.hpp>
 #include <tf/error.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -33,7 +35,8 @@ using host_matrix = cpu_parts::matrix;
 
 /// The CPU backend's settings.
 struct cpu_options {
-  int threads = 1;  // workers in the pool, the caller included
+  int threads = 1;                // workers in the pool, the caller included
+  dist::tensor_parallel ranks{};  // the ranks the weights are split over (one by default)
 };
 
 class cpu {
@@ -58,12 +61,24 @@ class cpu {
     if (o.threads < 1 || o.threads > 1024)
       throw error("tf: the CPU backend wants 1..1024 threads, got {}", o.threads);
     pool_ = std::make_unique<kernels::cpu::thread_pool>(o.threads);
+    if (o.ranks.rank < 0 || o.ranks.rank >= o.ranks.size ||
+        (o.ranks.split() && !o.ranks.all_reduce_sum))
+      throw error("tf: the CPU backend got rank {} of {} ranks{}", o.ranks.rank, o.ranks.size,
+                  o.ranks.all_reduce_sum ? "" : " without an all-reduce");
+    ranks_ = std::move(o.ranks);
   }
 
   int threads() const { return pool_->size(); }
+  /// The ranks the weights are split over (tensor parallelism; one rank by default).
+  dist::tensor_parallel const& ranks() const { return ranks_; }
 
   // Binding: host weights become the backend's (on the CPU they stay where the file has them).
   matrix upload(host_matrix m) const { return m; }
+  /// A matrix in `bytes` (a rank's slice the binder copied): kept as long as the backend.
+  matrix upload_owned(std::vector<std::byte> bytes, host_matrix m) {
+    m.data = owned_.emplace_back(std::move(bytes)).data();
+    return m;
+  }
   vector upload(std::vector<float> v) const { return v; }
   /// The embedding or head: regrouped for the one-row matvec where cpu_parts::in_rows8 can.
   template <class File>
@@ -141,6 +156,7 @@ class cpu {
   void matmul(matrix const& w, buffer const& x, buffer& y) {
     shape(y, x.rows, w.rows);
     cpu_parts::matmul(*pool_, w, x.data.data(), y.data.data(), x.rows);
+    if (w.partial_sum) reduce(y);
   }
 
   /// y_i = x w_i^T for matrices reading the same x, in one pass over the pool for one token.
@@ -153,6 +169,8 @@ class cpu {
       ps[n++] = {&w, y.data.data()};
     }
     cpu_parts::matmul_group(*pool_, std::span(ps, n), x.data.data(), x.rows);
+    for (auto const& [w, y] : ws)
+      if (w.partial_sum) reduce(y);
   }
 
   /// y[t] += b.
@@ -225,6 +243,11 @@ class cpu {
         latent_down, latent_up, xn.data.data(), xn.rows, out.data.data(),
         [&](float* g, float const* u, std::int64_t n) { glu_run(r.act, f16, g, u, n); },
         [&](float* u, std::int64_t n) { act_run(r.act, f16, u, n); }, moe_);
+    // Experts split over the ranks give partial sums (the routed sum is linear in them): one
+    // all-reduce for the layer.
+    if ((!experts.empty() && experts.front().down.partial_sum) ||
+        (shared && shared->down.partial_sum))
+      reduce(out);
     if (record_routes_) routes_.push_back(moe_.pick);
   }
 
@@ -398,6 +421,11 @@ class cpu {
   std::vector<std::vector<std::int32_t>> const& routes() const { return routes_; }
 
  private:
+  // The rank-order sum of every rank's partial y, the same bits on every rank.
+  void reduce(buffer& y) {
+    if (ranks_.split()) ranks_.all_reduce_sum(std::span<float>(y.data));
+  }
+
   static void shape(buffer& b, std::int64_t rows, std::int64_t cols) {
     b.rows = rows;
     b.cols = cols;
@@ -467,6 +495,8 @@ class cpu {
   }
 
   std::unique_ptr<kernels::cpu::thread_pool> pool_;
+  dist::tensor_parallel ranks_;
+  std::vector<std::vector<std::byte>> owned_;  // moving a vector keeps its bytes where they are
   step step_;
   std::vector<float> head_in_;
   cpu_parts::moe_scratch moe_;

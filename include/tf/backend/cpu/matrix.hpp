@@ -29,6 +29,9 @@ struct matrix {
   std::byte const* data = nullptr;
   std::uint64_t row_bytes = 0;
   kernels::cpu::weight_layout layout = kernels::cpu::weight_layout::rows;
+  /// A rank's share of the input features (a row-parallel weight): x w^T is a partial sum that the
+  /// backend all-reduces over the ranks.
+  bool partial_sum = false;
 
   bool empty() const { return rows == 0; }
 
