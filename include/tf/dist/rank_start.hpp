@@ -1,0 +1,113 @@
+#pragma once
+/// What the ranks settle before a split model loads: that every rank opened the same model (file,
+/// family, tensor shapes), refused with a message naming the first rank that differs before any
+/// weight is read; and the memory budget over the ranks, sized by the smallest room any rank
+/// reports (TensorFold's rule; the start-up line names the rank whose room it took).
+#include <tf/dist/communicator.hpp>
+#include <tf/error.hpp>
+#include <tf/memory/budget.hpp>
+#include <tf/memory/pool.hpp>
+#include <tf/model/model_file.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tf::dist {
+
+/// What a rank knows of its model before binding it, in a fixed size every rank can gather.
+struct model_identity {
+  char file[112] = {};   // the file's name (not its folder: machines may keep it elsewhere)
+  char family[32] = {};  // the family the rank opened it as
+  std::uint64_t tensors = 0;
+  std::uint64_t shapes = 0;  // FNV-1a over every tensor's name, type and dims, in file order
+  std::uint64_t bytes = 0;   // the tensors' bytes together
+
+  static model_identity of(model::model_file const& file, std::filesystem::path const& path,
+                           std::string_view family) {
+    model_identity id;
+    copy(path.filename().string(), id.file);
+    copy(family, id.family);
+    std::uint64_t h = 14695981039346656037ull;
+    auto mix = [&h](void const* p, std::size_t n) {
+      auto const* b = static_cast<unsigned char const*>(p);
+      for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+    };
+    for (auto const& t : file.tensors()) {
+      mix(t.name.data(), t.name.size());
+      auto const type = static_cast<std::uint32_t>(t.type);
+      mix(&type, sizeof type);
+      for (auto d : t.dims) mix(&d, sizeof d);
+      id.bytes += t.bytes;
+      ++id.tensors;
+    }
+    id.shapes = h;
+    return id;
+  }
+
+ private:
+  template <std::size_t N>
+  static void copy(std::string_view s, char (&out)[N]) {
+    std::memcpy(out, s.data(), std::min(s.size(), N - 1));
+  }
+};
+
+/// Throws tf::error on every rank unless every rank's `mine` equals rank 0's: the message names
+/// the first rank that differs and what (family, file, tensor shapes), so a start where the ranks
+/// opened different models stops before any weight is read.
+template <communicator C>
+void agree_on_model(C& c, model_identity const& mine) {
+  std::vector<model_identity> all(static_cast<std::size_t>(c.size()));
+  c.all_gather(std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(all)));
+  auto const& root = all[0];
+  for (std::size_t r = 1; r < all.size(); ++r) {
+    auto const& o = all[r];
+    if (std::strncmp(o.family, root.family, sizeof o.family) != 0)
+      throw error(
+          "tf: rank {} opened its model as the {} family, rank 0 as {}: every rank must "
+          "load the same model; nothing was read",
+          r, o.family, root.family);
+    if (std::strncmp(o.file, root.file, sizeof o.file) != 0)
+      throw error(
+          "tf: rank {} opened {}, rank 0 {}: every rank must load the same model file; "
+          "nothing was read",
+          r, o.file, root.file);
+    if (o.shapes != root.shapes || o.tensors != root.tensors || o.bytes != root.bytes)
+      throw error(
+          "tf: rank {}'s {} holds {} tensors of {} bytes, rank 0's {} tensors of {} bytes "
+          "{}: every rank must load the same model; nothing was read",
+          r, o.file, o.tensors, o.bytes, root.tensors, root.bytes,
+          o.tensors == root.tensors && o.bytes == root.bytes ? "with other shapes" : "");
+  }
+}
+
+/// This rank's room as it reports it: its pool, at most its own cap (`--cap-gib` given to this
+/// rank) above its reserve, so a rank started with a smaller cap reports the smaller room.
+inline memory::pool_reading reported_room(memory::pool_reading r, memory::budget_options const& o) {
+  if (o.cap_bytes) {
+    auto const reserve =
+        o.reserve_bytes.value_or(memory::default_reserve_bytes(r.kind, r.total_bytes));
+    r.pool_bytes = std::min(r.pool_bytes, reserve + *o.cap_bytes);
+  }
+  return r;
+}
+
+/// The budget over the ranks: every rank gathers each rank's reported room and sizes the start
+/// from the smallest (the same on every rank; only rank 0's admits). Its lines end with
+/// "rank N's room is the smallest (X GiB)" when that room is not rank 0's. Throws tf::error as
+/// memory::compute_budget does, on every rank alike.
+template <communicator C>
+memory::budget budget_over_ranks(C& c, memory::pool_reading mine, memory::budget_options const& o) {
+  auto const reported = reported_room(mine, o);
+  std::vector<memory::pool_reading> all(static_cast<std::size_t>(c.size()));
+  c.all_gather(std::as_bytes(std::span(&reported, 1)), std::as_writable_bytes(std::span(all)));
+  all[0].parked_bytes = mine.parked_bytes;  // each rank's process logs the parked share it counted
+  return memory::compute_budget(std::span<memory::pool_reading const>(all), o);
+}
+
+}  // namespace tf::dist
