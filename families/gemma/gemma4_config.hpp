@@ -1,14 +1,21 @@
 #pragma once
-/// Gemma 4 hyper-parameters read from an HF config.json (gemma4_text, or the gemma4 multimodal
-/// wrapper's text_config), with transformers' defaults for the keys a saved config leaves out.
+/// Gemma 4 hyper-parameters read from GGUF metadata or an HF config.json (gemma4_text, or the
+/// gemma4 multimodal wrapper's text_config), with transformers' defaults for the keys a saved
+/// config leaves out.
 #include <families/gemma/gemma4_hparams.hpp>
 #include <tf/error.hpp>
 #include <tf/model/config_int.hpp>
 #include <tf/model/model_file.hpp>
 
+#include <kernels/cpu/dequant.hpp>
+
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tf::families::gemma {
 
@@ -99,9 +106,103 @@ inline gemma4_hparams gemma4_hparams_from_config(nlohmann::json const& c) {
   return hp;
 }
 
-/// The hyper-parameters of `file`.
+/// Reads `gemma4.*` keys from a GGUF file as llama.cpp's converter writes them (per-layer arrays
+/// for the sliding pattern, KV heads and MLP width; rope_freqs marking the full layers' unrotated
+/// pairs; K=V where a full layer has no attn_v). Throws tf::error on a missing key.
+template <class Gguf>
+gemma4_hparams gemma4_hparams_from_gguf(Gguf const& g) {
+  std::string const arch(g.architecture());
+  if (arch != "gemma4")
+    throw error("tf: expected a gemma4 GGUF, general.architecture is '{}'", arch);
+  auto key = [&](char const* k) { return arch + "." + k; };
+  auto need_int = [&](char const* k) {
+    auto v = g.get_int(key(k));
+    if (!v) throw error("tf: gemma4 GGUF lacks the metadata key {}", key(k));
+    return static_cast<int>(*v);
+  };
+  auto opt_int = [&](char const* k, int d) {
+    return static_cast<int>(g.get_int(key(k)).value_or(d));
+  };
+  auto opt_float = [&](char const* k, double d) {
+    return static_cast<float>(g.get_float(key(k)).value_or(d));
+  };
+  // A per-layer value: an array of one per layer, or one number for every layer.
+  auto per_layer = [&](char const* k, int n) {
+    std::vector<std::int64_t> v;
+    auto const* kv = g.find_kv(key(k));
+    if (!kv) throw error("tf: gemma4 GGUF lacks the metadata key {}", key(k));
+    if (kv->type != model::gguf_type::array) {
+      v.assign(static_cast<std::size_t>(n), *g.get_int(key(k)));
+    } else {
+      v = g.get_int_array(key(k));
+      if (v.size() != static_cast<std::size_t>(n))
+        throw error("tf: gemma4 GGUF {} lists {} values for {} layers", key(k), v.size(), n);
+    }
+    return v;
+  };
+  gemma4_hparams hp;
+  hp.hidden_size = need_int("embedding_length");
+  hp.num_layers = need_int("block_count");
+  hp.num_heads = need_int("attention.head_count");
+  hp.global_head_dim = need_int("attention.key_length");
+  hp.head_dim = opt_int("attention.key_length_swa", hp.global_head_dim);
+  hp.context_length = opt_int("context_length", hp.context_length);
+  hp.rms_norm_eps = opt_float("attention.layer_norm_rms_epsilon", 1e-6);
+  hp.rope_theta_global = opt_float("rope.freq_base", 1e6);
+  hp.rope_theta_local = opt_float("rope.freq_base_swa", 1e4);
+  hp.sliding_window = opt_int("attention.sliding_window", 0);
+  hp.final_logit_softcap = opt_float("final_logit_softcapping", 0.0);
+  hp.num_kv_shared_layers = opt_int("attention.shared_kv_layers", 0);
+  hp.ple_dim = opt_int("embedding_length_per_layer_input", 0);
+  auto const swa = g.get_bool_array(key("attention.sliding_window_pattern"));
+  if (swa.size() != static_cast<std::size_t>(hp.num_layers))
+    throw error("tf: gemma4 GGUF {} lists {} layers of {}", key("attention.sliding_window_pattern"),
+                swa.size(), hp.num_layers);
+  hp.sliding.assign(swa.begin(), swa.end());
+  auto const kv = per_layer("attention.head_count_kv", hp.num_layers);
+  auto const ff = per_layer("feed_forward_length", hp.num_layers);
+  hp.intermediate_size = static_cast<int>(ff.front());
+  int full = -1;
+  for (int l = 0; l < hp.num_layers; ++l) {
+    auto const i = static_cast<std::size_t>(l);
+    (hp.is_sliding(l) ? hp.num_kv_heads : hp.num_global_kv_heads) = static_cast<int>(kv[i]);
+    if (!hp.is_sliding(l) && full < 0) full = l;
+    if (ff[i] != hp.intermediate_size) hp.double_wide_mlp = true;
+  }
+  if (hp.num_kv_heads <= 0) hp.num_kv_heads = hp.num_global_kv_heads;
+  if (hp.num_global_kv_heads <= 0) hp.num_global_kv_heads = hp.num_kv_heads;
+  // The converter writes no v projection for K=V full layers.
+  hp.k_eq_v = full >= 0 && full < hp.first_shared_layer() &&
+              !g.find_tensor(fmt::format("blk.{}.attn_v.weight", full));
+  hp.partial_rotary_factor = 1.0f;
+  if (auto const* f = g.find_tensor("rope_freqs.weight")) {
+    // Frequency factors of 1 turn; the converter's 1e30 leaves a pair unrotated.
+    std::vector<float> v(static_cast<std::size_t>(f->elements()));
+    kernels::cpu::dequantize_row(f->type, f->data, v.data(), f->elements());
+    auto const turning = std::count_if(v.begin(), v.end(), [](float x) { return x < 1e3f; });
+    hp.partial_rotary_factor =
+        2.0f * static_cast<float>(turning) / static_cast<float>(hp.global_head_dim);
+  }
+  auto const* emb = g.find_tensor("token_embd.weight");
+  if (!emb || emb->dims.size() != 2) throw error("tf: gemma4 GGUF lacks a 2-D token_embd.weight");
+  hp.vocab_size = static_cast<int>(emb->dims[1]);
+  if (hp.ple_dim > 0) {
+    auto const* ple = g.find_tensor("per_layer_token_embd.weight");
+    if (!ple || ple->dims.size() != 2)
+      throw error("tf: gemma4 GGUF lacks a 2-D per_layer_token_embd.weight");
+    hp.ple_vocab = static_cast<int>(ple->dims[1]);
+  }
+  auto const experts = opt_int("expert_count", 0);
+  if (experts > 0) {
+    hp.moe = true;
+    hp.num_experts = experts;
+  }
+  return hp;
+}
+
+/// The hyper-parameters of `file` (GGUF metadata or config.json).
 inline gemma4_hparams read_gemma4_hparams(model::model_file const& file) {
-  if (file.gguf()) throw error("tf: gemma4 GGUF files are not read yet: give the HF safetensors");
+  if (auto const* g = file.gguf()) return gemma4_hparams_from_gguf(*g);
   return gemma4_hparams_from_config(file.hf()->config());
 }
 

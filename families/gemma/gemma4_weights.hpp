@@ -1,7 +1,7 @@
 #pragma once
-/// Gemma 4 weights bound from an HF model file to a backend: matrices as the file holds them,
-/// norms in f32 as stored (Gemma 4's RMSNorm has no +1 shift), each layer's layer_scalar on the
-/// host. KV-shared layers have no k/v projections; K=V full layers have no v_proj.
+/// Gemma 4 weights bound from a GGUF or HF model file to a backend: matrices as the file holds
+/// them, norms in f32 as stored (Gemma 4's RMSNorm has no +1 shift), each layer's layer_scalar on
+/// the host. KV-shared layers have no k/v projections; K=V full layers have no v_proj.
 #include <families/common/tensor_binder.hpp>
 #include <families/gemma/gemma4_config.hpp>
 #include <families/gemma/gemma4_hparams.hpp>
@@ -52,17 +52,29 @@ inline constexpr std::array<model::tensor_name, 16> gemma4_tensors{{
      false},
 }};
 
-/// The layer scalar's name (a one-element tensor tf reads on the host).
-inline constexpr std::string_view gemma4_layer_scalar_hf = "model.layers.{}.layer_scalar";
+/// A tensor outside the shared roles, by its GGUF and HF names.
+struct gemma4_name {
+  std::string_view gguf, hf;
+};
 
-/// The per-layer embedding's tensors (E models), by their HF names.
+/// The layer scalar (a one-element tensor tf reads on the host).
+inline constexpr gemma4_name gemma4_layer_scalar{"blk.{}.layer_output_scale.weight",
+                                                 "model.layers.{}.layer_scalar"};
+
+/// The per-layer embedding's tensors (E models).
 struct gemma4_ple_names {
-  static constexpr std::string_view embd = "model.embed_tokens_per_layer.weight";
-  static constexpr std::string_view proj = "model.per_layer_model_projection.weight";
-  static constexpr std::string_view proj_norm = "model.per_layer_projection_norm.weight";
-  static constexpr std::string_view gate = "model.layers.{}.per_layer_input_gate.weight";
-  static constexpr std::string_view up = "model.layers.{}.per_layer_projection.weight";
-  static constexpr std::string_view post_norm = "model.layers.{}.post_per_layer_input_norm.weight";
+  static constexpr gemma4_name embd{"per_layer_token_embd.weight",
+                                    "model.embed_tokens_per_layer.weight"};
+  static constexpr gemma4_name proj{"per_layer_model_proj.weight",
+                                    "model.per_layer_model_projection.weight"};
+  static constexpr gemma4_name proj_norm{"per_layer_proj_norm.weight",
+                                         "model.per_layer_projection_norm.weight"};
+  static constexpr gemma4_name gate{"blk.{}.inp_gate.weight",
+                                    "model.layers.{}.per_layer_input_gate.weight"};
+  static constexpr gemma4_name up{"blk.{}.proj.weight",
+                                  "model.layers.{}.per_layer_projection.weight"};
+  static constexpr gemma4_name post_norm{"blk.{}.post_norm.weight",
+                                         "model.layers.{}.post_per_layer_input_norm.weight"};
 };
 
 /// One decoder layer's weights on backend B.
@@ -104,10 +116,12 @@ struct gemma4_hf_view {
   }
 };
 
-/// Binds the weights of `file` (anything with `find_tensor(name) -> const tensor_view*`, HF
-/// names) to `be`. Throws tf::error on a missing tensor or a shape that disagrees with `hp`.
+/// Binds the weights of `file` (anything with `find_tensor(name) -> const tensor_view*`) to `be`;
+/// `style` picks GGUF or HF names. Throws tf::error on a missing tensor or a shape that disagrees
+/// with `hp`.
 template <class File, class B>
-gemma4_weights<B> bind_gemma4_weights(File const& file, gemma4_hparams const& hp, B& be) {
+gemma4_weights<B> bind_gemma4_weights(File const& file, gemma4_hparams const& hp, name_style style,
+                                      B& be) {
   if (hp.num_heads <= 0 || hp.num_kv_heads <= 0 || hp.num_global_kv_heads <= 0 ||
       hp.num_heads % hp.num_kv_heads != 0 || hp.num_heads % hp.num_global_kv_heads != 0 ||
       hp.head_dim <= 0 || hp.head_dim % 2 != 0 || hp.global_head_dim <= 0 ||
@@ -124,8 +138,8 @@ gemma4_weights<B> bind_gemma4_weights(File const& file, gemma4_hparams const& hp
   for (int l = hp.first_shared_layer(); l < hp.num_layers; ++l)
     if (hp.kv_source(l) < 0)
       throw error("tf: gemma4 KV-shared layer {} has no earlier layer of its kind to read", l);
-  tensor_binder<File, decltype(gemma4_tensors), B> const b{file, gemma4_tensors, name_style::hf,
-                                                           "gemma4", be};
+  tensor_binder<File, decltype(gemma4_tensors), B> const b{file, gemma4_tensors, style, "gemma4",
+                                                           be};
   std::int64_t const h = hp.hidden_size;
   gemma4_weights<B> w;
   w.hp = hp;
@@ -133,14 +147,14 @@ gemma4_weights<B> bind_gemma4_weights(File const& file, gemma4_hparams const& hp
   auto const* out = b.find(tensor_role::output, 0, true);
   w.output = out ? b.head_of(out, hp.vocab_size, h) : w.embd;  // tied: the embedding
   w.output_norm = b.norm(tensor_role::output_norm, 0, h);
-  auto named = [&](std::string_view pattern, int layer) {
-    auto const name = model::expand(pattern, layer);
+  auto named = [&](gemma4_name n, int layer) {
+    auto const name = model::expand(style == name_style::gguf ? n.gguf : n.hf, layer);
     auto const* t = file.find_tensor(name);
     if (!t) throw error("tf: gemma4 model lacks the tensor {}", name);
     return t;
   };
-  auto named_vec = [&](std::string_view pattern, int layer, std::int64_t n) {
-    auto const* t = named(pattern, layer);
+  auto named_vec = [&](gemma4_name name, int layer, std::int64_t n) {
+    auto const* t = named(name, layer);
     if (t->elements() != n)
       throw error("tf: gemma4 {} has {} elements, expected {}", t->name, t->elements(), n);
     std::vector<float> v(static_cast<std::size_t>(n));
@@ -180,7 +194,9 @@ gemma4_weights<B> bind_gemma4_weights(File const& file, gemma4_hparams const& hp
       l.ple_up = be.upload(b.host_of(named(n::up, i), h, ple));
       l.ple_post_norm = named_vec(n::post_norm, i, h);
     }
-    if (auto const* s = file.find_tensor(model::expand(gemma4_layer_scalar_hf, i))) {
+    auto const scalar =
+        style == name_style::gguf ? gemma4_layer_scalar.gguf : gemma4_layer_scalar.hf;
+    if (auto const* s = file.find_tensor(model::expand(scalar, i))) {
       if (s->elements() != 1) throw error("tf: gemma4 {} has {} elements", s->name, s->elements());
       kernels::cpu::dequantize_row(s->type, s->data, &l.layer_scalar, 1);
     }
@@ -191,14 +207,16 @@ gemma4_weights<B> bind_gemma4_weights(File const& file, gemma4_hparams const& hp
 /// The weights of `file`, which must outlive them, bound to `be`.
 template <class B>
 gemma4_weights<B> load_gemma4_weights(model::model_file const& file, B& be) {
-  auto const hp = read_gemma4_hparams(file);  // throws for GGUF
+  if (auto const* g = file.gguf())
+    return bind_gemma4_weights(*g, gemma4_hparams_from_gguf(*g), name_style::gguf, be);
+  auto const hp = gemma4_hparams_from_config(file.hf()->config());
   auto const arch = file.architecture();
   if (arch != "gemma4_text" && arch != "gemma4")
     throw error("tf: expected a gemma4 config.json, model_type is '{}'", arch);
   auto const& hf = *file.hf();
   gemma4_hf_view<model::hf_model> const view{
       hf, hf.find_tensor("model.language_model.embed_tokens.weight") != nullptr};
-  return bind_gemma4_weights(view, hp, be);
+  return bind_gemma4_weights(view, hp, name_style::hf, be);
 }
 
 }  // namespace tf::families::gemma

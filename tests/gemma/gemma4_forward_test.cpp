@@ -1,7 +1,8 @@
 // Gemma 4 forward against transformers' fp32 logits on a tiny random-weight dense model
 // (fixtures/gemma/tiny4, made by fixtures/scripts/make_gemma4_tiny.py): sliding and full layers
 // of different KV shapes, K=V full layers, KV-shared last layers with a double-wide MLP, layer
-// scalars and the logit soft-cap; and the KV layout those layers hold.
+// scalars and the logit soft-cap; an E model with per-layer embeddings; from HF safetensors and
+// from GGUF as llama.cpp's converter lays it out; and the KV layout those layers hold.
 #include <families/gemma/gemma4.hpp>
 #include <tests/common/hf_oracle.hpp>
 #include <tf/backend/cpu.hpp>
@@ -62,9 +63,9 @@ namespace {
 
 // Every prompt position's logits within 1e-4 of transformers and the greedy tokens equal, at 1
 // and 2 threads, in pages of 4 so rows cross page boundaries.
-void check_against_oracle(std::string const& dir) {
+void check_against_oracle(std::string const& dir, std::string const& path) {
   auto const& o = tf::test::hf_oracle_at(dir);
-  auto file = model_file::open(dir);
+  auto file = model_file::open(path);
   auto const w = load(file);
   CHECK(w.hp.vocab_size == o.vocab);
   for (int threads : {1, 2}) {
@@ -73,8 +74,8 @@ void check_against_oracle(std::string const& dir) {
       stream s(e);
       auto const all = s.feed(o.prompts[p], true);
       float const err = tf::test::max_abs_diff(all, o.logits[p]);
-      INFO(dir << " threads " << threads << " prompt " << p
-               << " max |tf - transformers| = " << err);
+      INFO(path << " threads " << threads << " prompt " << p
+                << " max |tf - transformers| = " << err);
       CHECK(err <= 1e-4f);  // f32 throughout, as transformers ran it
       CHECK(s.greedy(tf::test::last_row(all, o.vocab), o.greedy[p].size()) == o.greedy[p]);
     }
@@ -108,11 +109,47 @@ void check_chunks_and_batches(std::string const& dir) {
 }  // namespace
 
 TEST_CASE("tiny Gemma 4, HF safetensors: logits within 1e-4 of transformers, greedy exact") {
-  check_against_oracle(tiny);
+  check_against_oracle(tiny, tiny);
 }
 
 TEST_CASE("tiny Gemma 4 E (per-layer embeddings): logits within 1e-4, greedy exact") {
-  check_against_oracle(tiny_e);
+  check_against_oracle(tiny_e, tiny_e);
+}
+
+TEST_CASE("tiny Gemma 4 and E, F32 GGUF as llama.cpp's converter lays it out: within 1e-4") {
+  for (auto const& dir : {tiny, tiny_e}) {
+    auto gguf = model_file::open(dir + "/tiny-f32.gguf");
+    auto hf = model_file::open(dir);
+    auto const a = engine::kv_layout(engine::read_hparams(gguf));
+    auto const b = engine::kv_layout(engine::read_hparams(hf));
+    REQUIRE(a.per_layer.size() == b.per_layer.size());
+    for (std::size_t l = 0; l < a.per_layer.size(); ++l) {
+      CHECK(a.per_layer[l].kv_heads == b.per_layer[l].kv_heads);
+      CHECK(a.per_layer[l].head_dim == b.per_layer[l].head_dim);
+      CHECK(a.per_layer[l].shares == b.per_layer[l].shares);
+    }
+    CHECK(engine::read_hparams(gguf).partial_rotary_factor == 0.25f);
+    CHECK(engine::read_hparams(gguf).k_eq_v == engine::read_hparams(hf).k_eq_v);
+    check_against_oracle(dir, dir + "/tiny-f32.gguf");
+  }
+}
+
+// Transformers itself, run on the dense fixture's Q8_0 weights dequantized, is 0.99 from its f32
+// logits (of a range of 3.7: a random model's near-flat logits) with top-1 agreeing at 53/64; tf
+// also quantizes activations to Q8_0 for the Q8_0 matmuls, as llama.cpp does.
+TEST_CASE("tiny Gemma 4 and E, Q8_0 GGUF: logits within 1.5 of transformers, top-1 at >= 3/4") {
+  for (auto const& dir : {tiny, tiny_e}) {
+    auto const& o = tf::test::hf_oracle_at(dir);
+    auto file = model_file::open(dir + "/tiny-q8_0.gguf");
+    engine e(load(file), {16, 4}, {2});
+    auto const fit = tf::test::fit_to(o, [&](std::size_t p) {
+      stream s(e);
+      return s.feed(o.prompts[p], true);
+    });
+    INFO(dir << " Q8_0 " << fit);
+    CHECK(fit.worst <= 1.5f);
+    CHECK(fit.agree >= fit.total * 3 / 4);
+  }
 }
 
 TEST_CASE("tiny Gemma 4: chunked prefill 1/7/whole equal; batched rows equal solo") {

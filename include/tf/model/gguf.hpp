@@ -196,6 +196,17 @@ class gguf_file {
     }
     return out;
   }
+  /// A bool array; empty if `key` is absent.
+  std::vector<bool> get_bool_array(std::string_view key) const {
+    std::vector<bool> out;
+    auto kv = find_kv(key);
+    if (!kv) return out;
+    expect(*kv, kv->type == gguf_type::array && kv->elem_type == gguf_type::boolean,
+           "an array of bools");
+    for (std::uint64_t i = 0; i < kv->count; ++i)
+      out.push_back(read_at<std::uint8_t>(kv->value_offset + static_cast<std::size_t>(i)) != 0);
+    return out;
+  }
   /// A numeric array as floats; empty if `key` is absent.
   std::vector<float> get_float_array(std::string_view key) const {
     std::vector<float> out;
