@@ -3,13 +3,15 @@
 /// layers with NeoX RoPE over their head_dim, full layers with their own head_dim and KV heads and
 /// proportional RoPE (a fraction of the pairs turn, frequencies over the whole head); q/k norms
 /// with weights, V's without; attention scale 1; K=V full layers; the last layers reading an
-/// earlier layer's KV; per-layer embeddings (E models) added after each MLP; each layer's output
+/// earlier layer's KV; a MoE block beside the MLP; per-layer embeddings (E models) added after
+/// each MLP; each layer's output
 /// times its layer_scalar; the head's soft-cap.
 #include <families/gemma/gemma4_weights.hpp>
 #include <tf/backend/backend.hpp>
 #include <tf/layers/attention.hpp>
 #include <tf/layers/buffers.hpp>
 #include <tf/layers/mlp.hpp>
+#include <tf/layers/moe.hpp>
 
 #include <cmath>
 #include <utility>
@@ -30,6 +32,10 @@ class gemma4_model {
 
   explicit gemma4_model(weights w) : w_(std::move(w)) {
     auto const& hp = w_.hp;
+    routing_.kind = backend::routing_kind::softmax_top_k;
+    routing_.experts = hp.num_experts;
+    routing_.k = hp.top_k_experts;
+    routing_.act = backend::activation::gelu_tanh;
     local_ = {{hp.num_heads, hp.num_kv_heads, hp.head_dim, 1.0f, hp.sliding_window, 0.0f},
               {backend::rope_kind::neox, 0, hp.rope_theta_local, 1.0f, 0},
               hp.rms_norm_eps};
@@ -55,6 +61,14 @@ class gemma4_model {
       attention(be, s, kv, l, L, hp.is_sliding(l) ? local_ : global_);
       be.residual(b_.x, b_.o, &L.post_attn_norm, &L.ffn_norm, eps);
       layers::gated_mlp(be, s, L.mlp, backend::activation::gelu_tanh, b_.o, b_.xn, b_.mlp);
+      if (hp.moe) {
+        // m = post_norm_1(mlp) + post_norm_2(experts(pre_norm_2(x))), routed on x.
+        be.rmsnorm(b_.xn, L.post_norm_1, moe_a_, eps);
+        be.rmsnorm(b_.x, L.pre_norm_2, moe_in_, eps);
+        layers::moe(be, s, L.moe, routing_, moe_in_, moe_b_);
+        be.rmsnorm(moe_b_, L.post_norm_2, b_.xn, eps);
+        be.add(b_.xn, moe_a_);
+      }
       be.residual(b_.x, b_.xn, &L.post_ffw_norm, nullptr, eps);
       if (hp.ple_dim > 0) {
         // x += post_norm(up(gelu(gate x) * this layer's slice of the per-layer inputs)).
@@ -111,6 +125,8 @@ class gemma4_model {
   layers::attention_config global_, local_;
   layers::decoder_buffers<B> b_;
   typename B::buffer ple_in_, ple_tok_;
+  backend::routing_params routing_;
+  typename B::buffer moe_a_, moe_in_, moe_b_;
 };
 
 }  // namespace tf::families::gemma

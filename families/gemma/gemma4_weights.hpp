@@ -2,6 +2,7 @@
 /// Gemma 4 weights bound from a GGUF or HF model file to a backend: matrices as the file holds
 /// them, norms in f32 as stored (Gemma 4's RMSNorm has no +1 shift), each layer's layer_scalar on
 /// the host. KV-shared layers have no k/v projections; K=V full layers have no v_proj.
+#include <families/common/experts.hpp>
 #include <families/common/tensor_binder.hpp>
 #include <families/gemma/gemma4_config.hpp>
 #include <families/gemma/gemma4_hparams.hpp>
@@ -9,10 +10,14 @@
 #include <tf/error.hpp>
 #include <tf/layers/attention.hpp>
 #include <tf/layers/mlp.hpp>
+#include <tf/layers/moe.hpp>
 #include <tf/model/model_file.hpp>
 #include <tf/model/tensor_names.hpp>
 
 #include <array>
+#include <cmath>
+#include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -77,6 +82,21 @@ struct gemma4_ple_names {
                                          "model.layers.{}.post_per_layer_input_norm.weight"};
 };
 
+/// The MoE block's tensors (HF names; tf reads MoE Gemma 4 from HF files).
+struct gemma4_moe_names {
+  static constexpr std::string_view router = "model.layers.{}.router.proj.weight";
+  static constexpr std::string_view router_scale = "model.layers.{}.router.scale";
+  static constexpr std::string_view expert_scale = "model.layers.{}.router.per_expert_scale";
+  static constexpr std::string_view gate_up = "model.layers.{}.experts.gate_up_proj";
+  static constexpr std::string_view down = "model.layers.{}.experts.down_proj";
+  static constexpr std::string_view pre_norm_2 =
+      "model.layers.{}.pre_feedforward_layernorm_2.weight";
+  static constexpr std::string_view post_norm_1 =
+      "model.layers.{}.post_feedforward_layernorm_1.weight";
+  static constexpr std::string_view post_norm_2 =
+      "model.layers.{}.post_feedforward_layernorm_2.weight";
+};
+
 /// One decoder layer's weights on backend B.
 template <class B>
 struct gemma4_layer_weights {
@@ -88,6 +108,11 @@ struct gemma4_layer_weights {
   // Per-layer embedding (E models): gate [ple, hidden], up [hidden, ple], post norm [hidden].
   typename B::matrix ple_gate, ple_up;
   typename B::vector ple_post_norm;
+  // MoE block (beside the dense MLP): the experts read pre_norm_2(x); the router reads
+  // rmsnorm(x) * router.scale / sqrt(hidden), folded into its columns over pre_norm_2's weights;
+  // each expert's down rows carry its per_expert_scale.
+  layers::moe_weights<B> moe;
+  typename B::vector pre_norm_2, post_norm_1, post_norm_2;
 };
 
 /// All of a Gemma 4 model's weights; matrices may point into the file, which must outlive them.
@@ -102,6 +127,9 @@ struct gemma4_weights {
   typename B::matrix ple_embd, ple_proj;
   typename B::vector ple_proj_norm;
   std::vector<gemma4_layer_weights<B>> layers;
+  /// Rows computed at load (the folded router and expert down rows), kept where the backend's
+  /// matrices point at host memory.
+  std::vector<std::shared_ptr<std::vector<float> const>> host_rows;
 };
 
 /// An HF model under Gemma4ForCausalLM's names: the multimodal wrapper keeps the text model's
@@ -134,7 +162,11 @@ gemma4_weights<B> bind_gemma4_weights(File const& file, gemma4_hparams const& hp
         hp.num_heads, hp.num_kv_heads, hp.num_global_kv_heads, hp.head_dim, hp.global_head_dim,
         hp.hidden_size, hp.num_layers, hp.num_kv_shared_layers, hp.vocab_size,
         hp.intermediate_size);
-  if (hp.moe) throw error("tf: gemma4's MoE block (enable_moe_block) is not run yet");
+  if (hp.moe && (style != name_style::hf || hp.num_experts <= 0 || hp.top_k_experts <= 0 ||
+                 hp.top_k_experts > hp.num_experts || hp.moe_intermediate_size <= 0))
+    throw error("tf: gemma4 MoE of {} experts, top {}, width {} from {} (tf reads it from HF)",
+                hp.num_experts, hp.top_k_experts, hp.moe_intermediate_size,
+                style == name_style::hf ? "HF" : "GGUF");
   for (int l = hp.first_shared_layer(); l < hp.num_layers; ++l)
     if (hp.kv_source(l) < 0)
       throw error("tf: gemma4 KV-shared layer {} has no earlier layer of its kind to read", l);
@@ -162,6 +194,57 @@ gemma4_weights<B> bind_gemma4_weights(File const& file, gemma4_hparams const& hp
     return be.upload(std::move(v));
   };
   std::int64_t const ple = hp.ple_dim, ple_all = ple * hp.num_layers;
+  // Rows of f32 computed here, owned by the weights.
+  auto owned = [&](std::vector<float> v, std::int64_t rows, std::int64_t cols) {
+    auto const& kept =
+        *w.host_rows.emplace_back(std::make_shared<std::vector<float> const>(std::move(v)));
+    return be.upload(backend::host_matrix{model::tensor_type::f32, rows, cols,
+                                          reinterpret_cast<std::byte const*>(kept.data()),
+                                          static_cast<std::uint64_t>(cols) * 4});
+  };
+  auto floats_of = [&](backend::host_matrix const& m) {
+    std::vector<float> v(static_cast<std::size_t>(m.rows * m.cols));
+    for (std::int64_t r = 0; r < m.rows; ++r)
+      kernels::cpu::dequantize_row(m.type, m.data + static_cast<std::uint64_t>(r) * m.row_bytes,
+                                   v.data() + r * m.cols, m.cols);
+    return v;
+  };
+  auto host_floats = [&](std::string_view pattern, int layer, std::int64_t n) {
+    auto const* t = named({pattern, pattern}, layer);
+    if (t->elements() != n)
+      throw error("tf: gemma4 {} has {} elements, expected {}", t->name, t->elements(), n);
+    std::vector<float> v(static_cast<std::size_t>(n));
+    kernels::cpu::dequantize_row(t->type, t->data, v.data(), n);
+    return v;
+  };
+  auto bind_moe = [&](int i, gemma4_layer_weights<B>& l) {
+    using n = gemma4_moe_names;
+    std::int64_t const E = hp.num_experts, ff = hp.moe_intermediate_size;
+    l.pre_norm_2 = named_vec({n::pre_norm_2, n::pre_norm_2}, i, h);
+    l.post_norm_1 = named_vec({n::post_norm_1, n::post_norm_1}, i, h);
+    l.post_norm_2 = named_vec({n::post_norm_2, n::post_norm_2}, i, h);
+    auto const pre2 = host_floats(n::pre_norm_2, i, h);
+    auto const scale = host_floats(n::router_scale, i, h);
+    auto router = floats_of(b.host_of(named({n::router, n::router}, i), E, h));
+    float const root = 1.0f / std::sqrt(static_cast<float>(h));
+    for (std::int64_t e = 0; e < E; ++e)
+      for (std::int64_t j = 0; j < h; ++j) {
+        auto const at = static_cast<std::size_t>(j);
+        if (pre2[at] == 0.0f)
+          throw error("tf: gemma4 layer {} pre_feedforward_layernorm_2 has a zero weight", i);
+        router[static_cast<std::size_t>(e * h + j)] *= scale[at] * root / pre2[at];
+      }
+    l.moe.router = owned(std::move(router), E, h);
+    auto const pes = host_floats(n::expert_scale, i, E);
+    auto const both = stacked_experts(*named({n::gate_up, n::gate_up}, i), 2 * ff, h, E);
+    auto const down = stacked_experts(*named({n::down, n::down}, i), h, ff, E);
+    for (std::size_t e = 0; e < both.size(); ++e) {
+      auto d = floats_of(down[e]);
+      for (auto& x : d) x *= pes[e];
+      l.moe.experts.push_back({be.upload(row_slice(both[e], 0, ff)),
+                               be.upload(row_slice(both[e], ff, ff)), owned(std::move(d), h, ff)});
+    }
+  };
   if (ple > 0) {
     using n = gemma4_ple_names;
     w.ple_embd = b.head_of(named(n::embd, 0), hp.ple_vocab, ple_all);
@@ -194,6 +277,7 @@ gemma4_weights<B> bind_gemma4_weights(File const& file, gemma4_hparams const& hp
       l.ple_up = be.upload(b.host_of(named(n::up, i), h, ple));
       l.ple_post_norm = named_vec(n::post_norm, i, h);
     }
+    if (hp.moe) bind_moe(i, l);
     auto const scalar =
         style == name_style::gguf ? gemma4_layer_scalar.gguf : gemma4_layer_scalar.hf;
     if (auto const* s = file.find_tensor(model::expand(scalar, i))) {

@@ -2,7 +2,8 @@
 // (fixtures/gemma/tiny4, made by fixtures/scripts/make_gemma4_tiny.py): sliding and full layers
 // of different KV shapes, K=V full layers, KV-shared last layers with a double-wide MLP, layer
 // scalars and the logit soft-cap; an E model with per-layer embeddings; from HF safetensors and
-// from GGUF as llama.cpp's converter lays it out; and the KV layout those layers hold.
+// from GGUF as llama.cpp's converter lays it out; a MoE model (HF); and the KV layout those
+// layers hold.
 #include <families/gemma/gemma4.hpp>
 #include <tests/common/hf_oracle.hpp>
 #include <tf/backend/cpu.hpp>
@@ -22,6 +23,7 @@ namespace {
 
 std::string const tiny = std::string(TF_FIXTURES_DIR) + "/gemma/tiny4";
 std::string const tiny_e = std::string(TF_FIXTURES_DIR) + "/gemma/tiny4_e";  // with PLE
+std::string const tiny_moe = std::string(TF_FIXTURES_DIR) + "/gemma/tiny4_moe";
 
 tf::backend::cpu binder;  // binds weights for the engines below (host memory: any CPU engine)
 
@@ -116,6 +118,14 @@ TEST_CASE("tiny Gemma 4 E (per-layer embeddings): logits within 1e-4, greedy exa
   check_against_oracle(tiny_e, tiny_e);
 }
 
+TEST_CASE("tiny Gemma 4 MoE (4 experts, top 2, beside the MLP): logits within 1e-4, greedy exact") {
+  auto const hp = engine::read_hparams(model_file::open(tiny_moe));
+  CHECK(hp.moe);
+  CHECK(hp.num_experts == 4);
+  CHECK(hp.top_k_experts == 2);
+  check_against_oracle(tiny_moe, tiny_moe);
+}
+
 TEST_CASE("tiny Gemma 4 and E, F32 GGUF as llama.cpp's converter lays it out: within 1e-4") {
   for (auto const& dir : {tiny, tiny_e}) {
     auto gguf = model_file::open(dir + "/tiny-f32.gguf");
@@ -155,6 +165,7 @@ TEST_CASE("tiny Gemma 4 and E, Q8_0 GGUF: logits within 1.5 of transformers, top
 TEST_CASE("tiny Gemma 4: chunked prefill 1/7/whole equal; batched rows equal solo") {
   check_chunks_and_batches(tiny);
   check_chunks_and_batches(tiny_e);
+  check_chunks_and_batches(tiny_moe);
 }
 
 TEST_CASE("a KV-shared layer holds no KV and refuses a write") {
