@@ -24,6 +24,8 @@ namespace {
 std::string const tiny = std::string(TF_FIXTURES_DIR) + "/gemma/tiny4";
 std::string const tiny_e = std::string(TF_FIXTURES_DIR) + "/gemma/tiny4_e";  // with PLE
 std::string const tiny_moe = std::string(TF_FIXTURES_DIR) + "/gemma/tiny4_moe";
+// tiny4 in the gemma4 multimodal wrapper's layout: text_config, model.language_model.*.
+std::string const tiny_wrapped = std::string(TF_FIXTURES_DIR) + "/gemma/tiny4_wrapped";
 
 tf::backend::cpu binder;  // binds weights for the engines below (host memory: any CPU engine)
 
@@ -112,6 +114,10 @@ void check_chunks_and_batches(std::string const& dir) {
 
 TEST_CASE("tiny Gemma 4, HF safetensors: logits within 1e-4 of transformers, greedy exact") {
   check_against_oracle(tiny, tiny);
+}
+
+TEST_CASE("tiny Gemma 4 in the gemma4 multimodal wrapper: its text model's logits") {
+  check_against_oracle(tiny, tiny_wrapped);
 }
 
 TEST_CASE("tiny Gemma 4 E (per-layer embeddings): logits within 1e-4, greedy exact") {
