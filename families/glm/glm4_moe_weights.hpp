@@ -64,11 +64,13 @@ glm4_moe_weights<B> bind_moe_weights(File const& file, glm4_moe_hparams const& h
   using model::tensor_role;
   tensor_binder<File, decltype(glm4_moe_tensors), B> const b{file, glm4_moe_tensors, style,
                                                              "glm4_moe", be};
-  std::int64_t const h = hp.hidden_size, hd = hp.head_dim, ff = hp.intermediate_size;
-  std::int64_t const mff = hp.moe_intermediate_size, sff = mff * hp.num_shared_experts;
-  std::int64_t const q_out = hd * hp.num_heads, kv_out = hd * hp.num_kv_heads;
   glm4_moe_weights<B> w;
-  w.hp = hp;
+  w.hp = per_rank(hp, b.ranks(), "glm4_moe");  // this rank's heads, FFN and expert widths
+  w.hp.moe_intermediate_size = dist::split_evenly(hp.moe_intermediate_size, b.ranks().size,
+                                                  "glm4_moe", "expert FFN columns");
+  std::int64_t const h = hp.hidden_size, hd = hp.head_dim, ff = w.hp.intermediate_size;
+  std::int64_t const mff = w.hp.moe_intermediate_size, sff = mff * hp.num_shared_experts;
+  std::int64_t const q_out = hd * w.hp.num_heads, kv_out = hd * w.hp.num_kv_heads;
   w.embd = b.head(tensor_role::token_embd, hp.vocab_size, h);
   auto const* out = b.find(tensor_role::output, 0, true);
   w.output = out ? b.head_of(out, hp.vocab_size, h) : w.embd;  // tied: the embedding

@@ -7,6 +7,7 @@
 #define CATCH_CONFIG_RUNNER
 #include <families/gemma/gemma3.hpp>
 #include <families/glm/glm4.hpp>
+#include <families/glm/glm4_moe.hpp>
 #include <families/qwen/qwen3.hpp>
 #include <families/qwen/qwen3_moe.hpp>
 #include <tests/common/hf_oracle.hpp>
@@ -160,6 +161,12 @@ TEST_CASE("TP: tiny Qwen3-MoE, each rank a slice of every expert") {
   using engine = tf::engine<tf::families::qwen::qwen3_moe, cpu>;
   CHECK_THROWS_WITH(engine(file, {64, 16}, {1, tf::dist::tensor_parallel::over(ranks())}),
                     Catch::Contains("not a whole number of 32-element blocks"));
+}
+
+TEST_CASE("TP: tiny GLM-4.5 MoE: routed and shared experts sliced, a dense first layer") {
+  auto const dir = fixtures + "/glm/tiny45";
+  check_split<tf::families::glm::glm4_moe>(dir + "/tiny-f32.gguf", oracle_case(dir, 1e-5f));
+  check_split<tf::families::glm::glm4_moe>(dir, oracle_case(dir, 1e-5f));
 }
 
 TEST_CASE("TP: the default model (Gemma 3 270M Q4_K_M) split over the ranks") {
