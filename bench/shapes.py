@@ -66,6 +66,7 @@ ap.add_argument("--rounds", type=int, default=2)
 ap.add_argument("--prefill", type=int, default=512)
 ap.add_argument("--decode-tokens", type=int, default=64)
 ap.add_argument("--build", default=str(root / "build-perf"))
+ap.add_argument("--base", help="a second tf-generate (e.g. before a change), run beside the first")
 ap.add_argument("--llama", default=str(cache / "llama-gcc-native"))
 ap.add_argument("--dir", default=str(cache / "shapes"))
 ap.add_argument("--make-only", action="store_true", help="make the files, run nothing")
@@ -233,11 +234,11 @@ def prompt_ids(vocab, n):
     return [rng.randrange(1000, vocab - 1000) for _ in range(n)]
 
 
-def run_tf(path, vocab, threads):
+def run_tf(path, vocab, threads, binary=tf_generate):
     """(prefill tok/s of a 512-token prompt, decode tok/s of 64 tokens after one token)."""
     out = []
     for n_prompt, n_predict in ((args.prefill, 1), (1, args.decode_tokens + 1)):
-        cmd = [str(tf_generate), str(path), "--tokens",
+        cmd = [str(binary), str(path), "--tokens",
                ",".join(map(str, prompt_ids(vocab, n_prompt))), "-n", str(n_predict),
                "--ignore-eos", "-q", "--threads", str(threads)]
         r = subprocess.run(cmd, capture_output=True, text=True)
@@ -280,10 +281,13 @@ for rnd in range(args.rounds):
     for name in args.shapes:
         for q, path in zip(args.quants, files[name]):
             for t in args.threads:
-                engines = ["tf", "llama"] if rnd % 2 == 0 else ["llama", "tf"]
+                engines = ["tf", "llama"] + (["base"] if args.base else [])
+                if rnd % 2:
+                    engines.reverse()
                 for e in engines:
                     loads.append(loadavg())
                     v = (run_tf(path, SHAPES[name]["vocab"], t) if e == "tf" else
+                         run_tf(path, SHAPES[name]["vocab"], t, args.base) if e == "base" else
                          run_llama(path, t))
                     samples.setdefault((name, q, t, e), []).append(v)
                     print(f"round {rnd} {name} {q} t={t} {e}: pp {v[0]:.1f} tg {v[1]:.2f}",
@@ -328,6 +332,14 @@ lines = [
     "tf / llama | tf decode | llama.cpp decode | tf / llama |",
     "|---|---|---|---|---|---|---|---|---|---|---|",
 ]
+if args.base:
+    lines[-4:-2] = [f"Tokens/s, median (min–max) over rounds; prefill of {args.prefill} tokens, "
+                    f"decode of {args.decode_tokens} at depth 0; `before`: `{args.base}` in the "
+                    "same rounds. MB / token: the bytes a decode token reads (every matrix once, "
+                    "the head; one embedding row not counted), with the head's share.", ""]
+    lines[-2] = lines[-2].replace("| tf prefill |", "| tf prefill | before |").replace(
+        "| tf decode |", "| tf decode | before |")
+    lines[-1] += "---|---|"
 for name in args.shapes:
     for q, path in zip(args.quants, files[name]):
         total, head, types = tensor_bytes(path)
@@ -338,9 +350,12 @@ for name in args.shapes:
             lp, lps = cell([v[0] for v in b])
             td, tds = cell([v[1] for v in a])
             ld, lds = cell([v[1] for v in b])
+            before = samples.get((name, q, t, "base"))
+            bp = f" {cell([v[0] for v in before])[1]} |" if before else ""
+            bd = f" {cell([v[1] for v in before])[1]} |" if before else ""
             lines.append(f"| {name} | {q} | {' '.join(types)} | {total / 1e6:.0f} "
-                         f"(head {100 * head / total:.0f}%) | {t} | {tps} | {lps} | "
-                         f"{tp / lp:.2f}x | {tds} | {lds} | {td / ld:.2f}x |")
+                         f"(head {100 * head / total:.0f}%) | {t} | {tps} |{bp} {lps} | "
+                         f"{tp / lp:.2f}x | {tds} |{bd} {lds} | {td / ld:.2f}x |")
 table = "\n".join(lines)
 print(table)
 if args.write:

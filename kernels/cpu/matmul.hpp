@@ -224,6 +224,21 @@ inline void tile_rows_q8_kx8(const std::uint8_t* x, std::int64_t arb, std::int64
   }
 }
 
+// Eight block_q8_k rows into avx2::block_q8_k_q6_x8 tiles (16-element sums in int16 pairs).
+inline void tile_rows_q8_k_q6x8(const std::uint8_t* x, std::int64_t arb, std::int64_t nb,
+                                std::uint8_t* out) {
+  auto* tiles = reinterpret_cast<avx2::block_q8_k_q6_x8*>(out);
+  for (int r = 0; r < 8; ++r) {
+    const auto* xb = reinterpret_cast<const block_q8_k*>(x + r * arb);
+    for (std::int64_t i = 0; i < nb; ++i) {
+      tiles[i].d[r] = xb[i].d;
+      for (int l = 0; l < 8; ++l)
+        tiles[i].sum_pairs[l][r] = int16_pair(xb[i].bsums[2 * l], xb[i].bsums[2 * l + 1]);
+      for (int g = 0; g < 64; ++g) std::memcpy(tiles[i].qs[g][r], xb[i].qs + 4 * g, 4);
+    }
+  }
+}
+
 // The AVX2 (no VNNI) eight-row tiled kernel for `t`, or one with null members.
 inline tiled_kernel tiled_kernel_avx2(tf::model::tensor_type t) {
   using tf::model::tensor_type;
@@ -253,6 +268,15 @@ inline tiled_kernel tiled_kernel_avx2(tf::model::tensor_type t) {
               2,
               sizeof(v::block_q4_k_tiled8),
               sizeof(v::block_q8_k_x8),
+              8};
+    case tensor_type::q6_k:
+      return {decode_rows<block_q6_k, v::block_q6_k_tiled8, v::decode_q6_k_tiled8>,
+              tile_rows_q8_k_q6x8,
+              dot_tiles<v::block_q6_k_tiled8, v::block_q8_k_q6_x8, v::dot_q6_k_tile8<1>>,
+              dot_tiles<v::block_q6_k_tiled8, v::block_q8_k_q6_x8, v::dot_q6_k_tile8<1>>,
+              1,
+              sizeof(v::block_q6_k_tiled8),
+              sizeof(v::block_q8_k_q6_x8),
               8};
     default:
       return {};
@@ -361,7 +385,7 @@ inline matvec_fn matvec_for(tf::model::tensor_type t, isa path) {
       case tensor_type::q3_k:
         return TF_MATVEC(avx2, dot_q3_k, block_q3_k, block_q8_k);
       case tensor_type::q4_k:
-        return matvec_rows<block_q4_k, block_q8_k, avx2::matvec_q4_k>;
+        return TF_MATVEC(avx2, dot_q4_k, block_q4_k, block_q8_k);
       case tensor_type::q5_k:
         return TF_MATVEC(avx2, dot_q5_k, block_q5_k, block_q8_k);
       case tensor_type::q6_k:
