@@ -305,9 +305,18 @@ int main(int argc, char** argv) {
     bool const reading = o.load == tf::model::load_mode::read;
     if (!reading) server.set_progress(0.1);
     std::optional<tf::serve::load_progress_watch> watch;
+    tf::serve::draft_config drafts;
+    if (draft == "ngram" && draft_max > 0) {
+      drafts.source = std::make_shared<tf::serve::ngram_draft>(
+          tf::serve::ngram_config{draft_ngram_min, draft_ngram_max});
+      drafts.max_tokens = draft_max;
+    }
     auto size_pool = [&](tf::serve::model_costs const& c) {
-      // A stream's recurrent state is held twice: its slot and its lane's snapshot.
-      auto b = size_start(weight_bytes(path), c.kv_bytes_per_token, 2 * c.state_bytes_per_stream);
+      // A stream's recurrent state is held twice (its slot and its lane's snapshot), and once
+      // more with drafts (the state before a verify row).
+      auto const states = drafts.source ? 3u : 2u;
+      auto b =
+          size_start(weight_bytes(path), c.kv_bytes_per_token, states * c.state_bytes_per_stream);
       parallel = b.streams;
       auto const pages = pool_pages(b);
       fmt::print(stderr, "tf: {} forward on the {}, {} KV pages of {} tokens\n", c.family,
@@ -326,12 +335,6 @@ int main(int argc, char** argv) {
       return tf::serve::pool_size{parallel, pages};
     };
     tf::serve::host_config const host_cfg{0, context, max_queue, page_tokens};
-    tf::serve::draft_config drafts;
-    if (draft == "ngram" && draft_max > 0) {
-      drafts.source = std::make_shared<tf::serve::ngram_draft>(
-          tf::serve::ngram_config{draft_ngram_min, draft_ngram_max});
-      drafts.max_tokens = draft_max;
-    }
     std::shared_ptr<tf::serve::served_model> be;
 #if defined(TF_WITH_CUDA)
     if (backend == "cuda") {
@@ -354,8 +357,8 @@ int main(int argc, char** argv) {
                  draft_ngram_min, draft_ngram_max, draft_max, drafts.round_tokens);
     else if (drafts.source)
       fmt::print(stderr,
-                 "tf: speculative drafts: off (this family's recurrent state cannot take rejected "
-                 "drafts back yet)\n");
+                 "tf: speculative drafts: off (no recurrent-state slot left for the state before "
+                 "a verify row)\n");
     else
       fmt::print(stderr, "tf: speculative drafts: off\n");
     if (!chat_template.empty())

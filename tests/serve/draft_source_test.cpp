@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "hybrid_toy.hpp"
 #include "lane_requests.hpp"
 #include "toy_model.hpp"
 
@@ -68,21 +69,44 @@ class always_wrong_draft : public draft_source {
   }
 };
 
+// Drafts what the target replied without drafts (any model, greedy or seeded): the rest of the
+// recorded sequence the history is a prefix of; `wrong_at` >= 0 spoils that draft index.
+class replay_draft : public draft_source {
+ public:
+  explicit replay_draft(std::vector<std::vector<std::int32_t>> sequences, int wrong_at = -1)
+      : seqs_(std::move(sequences)), wrong_at_(wrong_at) {}
+  std::string_view name() const override { return "replay"; }
+  void propose(std::span<std::int32_t const> h, std::size_t max,
+               std::vector<std::int32_t>& out) override {
+    for (auto const& s : seqs_) {
+      if (s.size() <= h.size() || !std::equal(h.begin(), h.end(), s.begin())) continue;
+      for (std::size_t i = 0; i < max && h.size() + i < s.size(); ++i)
+        out.push_back(static_cast<int>(i) == wrong_at_ ? 1 : s[h.size() + i]);
+      return;
+    }
+  }
+
+ private:
+  std::vector<std::vector<std::int32_t>> seqs_;
+  int wrong_at_;
+};
+
 struct run_result {
   std::vector<reply> replies;
   std::uint64_t drafted = 0, accepted = 0;
   std::size_t usage_drafted = 0, usage_accepted = 0;
 };
 
-// Serves every request at once with `parallel` streams and the given drafts.
-run_result serve_all(std::vector<generation_request> const& reqs, std::size_t parallel,
-                     std::shared_ptr<draft_source> source, std::size_t pages = 96) {
-  toy_model model(pages, 16);
+// Serves every request at once with `parallel` streams and the given drafts, on `model`.
+template <class Family, class Model>
+run_result serve_on(Model& model, std::vector<generation_request> const& reqs, std::size_t parallel,
+                    std::shared_ptr<draft_source> source) {
   draft_config drafts;
   drafts.source = std::move(source);
   drafts.max_tokens = 6;
   metrics m;
-  lane_host<toy_model, toy_family> host(model, {parallel, 512, 64, 64}, &m, drafts);
+  lane_host<Model, Family> host(model, {parallel, 512, 64, 64}, &m, drafts);
+  CHECK(host.drafting() == (drafts.source != nullptr));
   std::vector<std::shared_ptr<request_stream>> streams;
   for (auto const& r : reqs) {
     auto s = host.submit(r);
@@ -101,6 +125,30 @@ run_result serve_all(std::vector<generation_request> const& reqs, std::size_t pa
   out.accepted = m.draft_accepted.load();
   CHECK(out.drafted == out.usage_drafted);
   CHECK(out.accepted == out.usage_accepted);
+  return out;
+}
+
+run_result serve_all(std::vector<generation_request> const& reqs, std::size_t parallel,
+                     std::shared_ptr<draft_source> source) {
+  toy_model model(96, 16);
+  return serve_on<toy_family>(model, reqs, parallel, std::move(source));
+}
+
+// The hybrid toy with a slot per stream, a snapshot and a draft slot per lane, and spares.
+run_result serve_hybrid(std::vector<generation_request> const& reqs, std::size_t parallel,
+                        std::shared_ptr<draft_source> source) {
+  hybrid_toy_model model(96, 16, 3 * parallel + 4);
+  return serve_on<hybrid_toy_family>(model, reqs, parallel, std::move(source));
+}
+
+// Each request's prompt followed by its reply.
+std::vector<std::vector<std::int32_t>> sequences(std::vector<generation_request> const& reqs,
+                                                 run_result const& r) {
+  std::vector<std::vector<std::int32_t>> out;
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    out.push_back(reqs[i].prompt);
+    out.back().insert(out.back().end(), r.replies[i].tokens.begin(), r.replies[i].tokens.end());
+  }
   return out;
 }
 
@@ -193,6 +241,57 @@ TEST_CASE("a request with draft off gets no drafts; its reply is the same") {
   auto const off = serve_all(reqs, 4, std::make_shared<toy_greedy_draft>());
   CHECK(off.drafted == 0);
   check_same(off, serve_all(mixed_requests(true), 4, nullptr));
+}
+
+TEST_CASE("the target's own replies as drafts: all accepted; spoiled at index 2: partly") {
+  for (bool seeded : {false, true}) {
+    INFO((seeded ? "seeded" : "greedy"));
+    auto const reqs = mixed_requests(seeded);
+    auto const plain = serve_all(reqs, 8, nullptr);
+    auto const all = serve_all(reqs, 8, std::make_shared<replay_draft>(sequences(reqs, plain)));
+    check_same(all, plain);
+    CHECK(all.drafted > 0);
+    CHECK(all.accepted == all.drafted);
+    auto const part = serve_all(reqs, 8, std::make_shared<replay_draft>(sequences(reqs, plain), 2));
+    check_same(part, plain);
+    CHECK(part.accepted > 0);
+    CHECK(part.accepted < part.drafted);
+  }
+}
+
+TEST_CASE(
+    "a pool with recurrent-state slots: drafted replies equal plain ones; rejected drafts "
+    "take the state back") {
+  for (bool seeded : {false, true}) {
+    auto const reqs = mixed_requests(seeded);
+    auto const plain = serve_hybrid(reqs, 4, nullptr);
+    run_result solo;
+    for (auto const& r : reqs) solo.replies.push_back(serve_hybrid({r}, 1, nullptr).replies[0]);
+    check_same(plain, solo);
+    auto const seqs = sequences(reqs, plain);
+    std::vector<std::pair<std::string, std::shared_ptr<draft_source>>> const sources{
+        {"ngram", std::make_shared<ngram_draft>(ngram_config{1, 4})},
+        {"replay", std::make_shared<replay_draft>(seqs)},
+        {"replay spoiled at 2", std::make_shared<replay_draft>(seqs, 2)},
+        {"always wrong", std::make_shared<always_wrong_draft>()}};
+    for (auto const& [name, source] : sources) {
+      INFO((seeded ? "seeded, " : "greedy, ") << "drafts: " << name);
+      auto const got = serve_hybrid(reqs, 4, source);
+      check_same(got, plain);
+      CHECK(got.drafted > 0);
+      if (name == "replay") CHECK(got.accepted == got.drafted);
+      if (name != "replay") CHECK(got.accepted < got.drafted);
+    }
+  }
+  // Too few slots for a draft slot per lane: drafts stay off, replies unchanged.
+  hybrid_toy_model small(96, 16, 8);
+  auto const reqs = mixed_requests(false);
+  auto const off = serve_on<hybrid_toy_family>(small, reqs, 4, nullptr);
+  draft_config d;
+  d.source = std::make_shared<always_wrong_draft>();
+  lane_host<hybrid_toy_model, hybrid_toy_family> host(small, {4, 512, 64, 64}, nullptr, d);
+  CHECK_FALSE(host.drafting());
+  CHECK(off.drafted == 0);
 }
 
 TEST_CASE("drafts that keep failing pause: far fewer drafted tokens than rounds x max") {

@@ -60,15 +60,17 @@ class lane_host {
         cfg_(check(cfg)),
         metrics_(m ? m : &own_metrics_),
         draft_(std::move(drafts)),
-        drafts_on_(draft_.source && draft_.max_tokens > 0 && !has_state),
-        admission_(pool_config_from<pool_type>::make(model, pool_slots(model, cfg_)),
-                   admission_config(cfg_)) {
+        slots_per_lane_(lane_slots(model, cfg_, draft_)),
+        drafts_on_(draft_.source && draft_.max_tokens > 0 && (!has_state || slots_per_lane_ == 2)),
+        admission_(
+            pool_config_from<pool_type>::make(model, pool_slots(model, cfg_, slots_per_lane_)),
+            admission_config(cfg_)) {
     if (model_.page_tokens() == 0) throw error("tf: the model's page size is 0 tokens");
     if (drafts_on_) metrics_->draft_source = std::string(draft_.source->name());
     if constexpr (has_state)
-      for (auto s = static_cast<std::size_t>(pool_slots(model, cfg_));
+      for (auto s = static_cast<std::size_t>(pool_slots(model, cfg_, slots_per_lane_));
            s < static_cast<std::size_t>(model_.num_state_slots()); ++s)
-        free_snapshots_.push_back(static_cast<std::int32_t>(s));
+        free_lane_slots_.push_back(static_cast<std::int32_t>(s));
     publish_locked();
     engine_ = std::thread([this] { run(); });
   }
@@ -206,6 +208,8 @@ class lane_host {
     std::size_t draft_len = 0;         // drafts to ask for: follows the measured acceptance
     std::size_t draft_pause = 0;       // rounds left without drafts after they kept failing
     std::size_t draft_backoff = 0;     // the next pause's length
+    std::int32_t draft_slot = -1;      // slotted pools: the state before the verify row
+    std::vector<sample::sample_result> verdict;  // this round's tokens, to emit in order
     clock::time_point arrived, last_token;
   };
 
@@ -217,16 +221,27 @@ class lane_host {
     return lc;
   }
 
-  // Slots the pool gets: the model's, less one prompt-end snapshot slot per lane.
-  static std::int64_t pool_slots(Model const& m, host_config const& c) {
+  // Slots each lane holds beside the pool's: its prompt-end snapshot and, where drafts are
+  // asked for and the model has the slots, the state before its verify row.
+  static std::size_t lane_slots(Model const& m, host_config const& c, draft_config const& d) {
+    if constexpr (has_state) {
+      bool const wants = d.source && d.max_tokens > 0;
+      return wants && static_cast<std::size_t>(m.num_state_slots()) > 2 * c.parallel ? 2 : 1;
+    } else {
+      return 0;
+    }
+  }
+
+  // Slots the pool gets: the model's, less the lanes' own.
+  static std::int64_t pool_slots(Model const& m, host_config const& c, std::size_t per_lane) {
     if constexpr (has_state) {
       auto const total = static_cast<std::size_t>(m.num_state_slots());
-      if (total <= c.parallel)
+      if (total <= per_lane * c.parallel)
         throw error(
             "tf: the model has {} recurrent-state slots; a lane host at --parallel {} needs "
-            "more: one prompt-end snapshot per lane, the rest for streams and kept prompts",
-            total, c.parallel);
-      return static_cast<std::int64_t>(total - c.parallel);
+            "more: {} per lane (a prompt-end snapshot{}), the rest for streams and kept prompts",
+            total, c.parallel, per_lane, per_lane > 1 ? " and the state before drafts" : "");
+      return static_cast<std::int64_t>(total - per_lane * c.parallel);
     } else {
       return 0;
     }
@@ -316,7 +331,8 @@ class lane_host {
           auto const at = admission_.keep_prefix(l.id, written.first(l.keep_at));
           if (at >= 0) model_.copy_state(l.snapshot, at);
         }
-        if (l.snapshot >= 0) free_snapshots_.push_back(std::exchange(l.snapshot, -1));
+        if (l.snapshot >= 0) free_lane_slots_.push_back(std::exchange(l.snapshot, -1));
+        if (l.draft_slot >= 0) free_lane_slots_.push_back(std::exchange(l.draft_slot, -1));
       }
       admission_.finish(l.id, written);
     }
@@ -364,8 +380,12 @@ class lane_host {
     }
     if constexpr (has_state) {
       if (l.slot < 0) throw error("tf: request {} started without a recurrent-state slot", l.id);
-      l.snapshot = free_snapshots_.back();
-      free_snapshots_.pop_back();
+      l.snapshot = free_lane_slots_.back();
+      free_lane_slots_.pop_back();
+      if (drafts_on_) {
+        l.draft_slot = free_lane_slots_.back();
+        free_lane_slots_.pop_back();
+      }
       // The snapshot is the state before the prompt's last token: resent, the prompt reuses
       // all but that token, which runs again to give the first logits.
       l.keep_at = n - 1;
@@ -588,14 +608,44 @@ class lane_host {
         return;
       }
     }
+    // A slotted lane's state before its verify row, to go back to when drafts are rejected.
+    if constexpr (has_state)
+      for (auto* l : row_lanes)
+        if (!l->drafts.empty()) model_.copy_state(l->slot, l->draft_slot);
     logits.resize(static_cast<std::size_t>(logits_rows(rows)) * vocab());
     model_.forward(std::span<batch_row const>(rows), logits.data());
-    std::size_t at = 0;
-    for (auto* l : row_lanes) {
-      auto const n = 1 + l->drafts.size();
-      verify(*l, std::span<float const>(logits).subspan(at * vocab(), n * vocab()));
+    for (std::size_t i = 0, at = 0; i < row_lanes.size(); ++i) {
+      auto const n = rows[i].tokens.size();
+      judge(*row_lanes[i], std::span<float const>(logits).subspan(at * vocab(), n * vocab()));
       at += n;
     }
+    if constexpr (has_state) replay_accepted(rows, row_lanes, logits);
+    for (auto* l : row_lanes)
+      for (auto& r : l->verdict) {
+        l->pos += 1;  // the token its row ran is in the KV now
+        l->pending = -1;
+        emit(*l, std::move(r));
+        if (l->stream_done) break;
+      }
+  }
+
+  // Recurrent state has no per-position rollback: a lane whose row ran past its accepted tokens
+  // goes back to the state before the row and runs the accepted ones again (their K and V are
+  // written again with the same bits, since a row's bits do not depend on its length).
+  void replay_accepted(std::vector<batch_row> const& rows, std::vector<lane*> const& row_lanes,
+                       std::vector<float>& logits) {
+    replay_rows_.clear();
+    for (std::size_t i = 0; i < row_lanes.size(); ++i) {
+      auto& l = *row_lanes[i];
+      if (l.verdict.size() >= rows[i].tokens.size()) continue;
+      model_.copy_state(l.draft_slot, l.slot);
+      replay_rows_.push_back(rows[i]);
+      replay_rows_.back().tokens = rows[i].tokens.first(l.verdict.size());
+      replay_rows_.back().all_logits = false;
+    }
+    if (replay_rows_.empty()) return;
+    logits.resize(replay_rows_.size() * vocab());
+    model_.forward(std::span<batch_row const>(replay_rows_), logits.data());
   }
 
   // Asks the draft source for tokens to follow the lane's pending one, within the round's
@@ -617,31 +667,44 @@ class lane_host {
   }
 
   // Samples the lane's rows in order with its own sampler, as plain decode would one round at a
-  // time, accepting drafts while the sample equals them: each emitted token is the target's own
-  // sample and takes one draw, so the reply is the one without drafts.
-  void verify(lane& l, std::span<float const> logits) {
+  // time, accepting drafts while the sample equals them and stopping where the stream would end;
+  // the tokens go to `verdict`. Each is the target's own sample and takes one draw, so the reply
+  // is the one without drafts.
+  void judge(lane& l, std::span<float const> logits) {
     auto const k = l.drafts.size();
+    l.verdict.clear();
     // Counted before any emit: the client may read the usage as soon as the stream ends.
     if (k > 0) {
       metrics_->draft_rows++;
       metrics_->draft_tokens += k;
       l.stream->add_drafts(k, 0);
+      judged_history_.assign(l.history.begin(), l.history.end());
     }
+    std::span<std::int32_t const> history = k > 0 ? judged_history_ : l.history;
     std::size_t accepted = 0;
     for (std::size_t j = 0; j <= k; ++j) {
-      auto r = l.sampler->sample(logits.subspan(j * vocab(), vocab()), l.history);
-      l.pos += 1;  // row j's token is in the KV now
-      l.pending = -1;
-      bool const match = j < k && r.token == l.drafts[j];
+      auto r = l.sampler->sample(logits.subspan(j * vocab(), vocab()), history);
+      auto const tok = r.token;
+      bool const match = j < k && tok == l.drafts[j];
+      l.verdict.push_back(std::move(r));
       if (match) {
         ++accepted;
         metrics_->draft_accepted++;
         l.stream->add_drafts(0, 1);
       }
-      emit(l, std::move(r));
-      if (l.stream_done || !match) break;
+      if (!match || ends_at(l, tok, j)) break;
+      judged_history_.push_back(tok);
+      history = judged_history_;
     }
     if (k > 0) adapt(l, k, accepted);
+  }
+
+  // Whether emit() ends the stream at the lane's `j`-th token of this round, `tok`.
+  bool ends_at(lane const& l, std::int32_t tok, std::size_t j) const {
+    auto const& stops = l.req.stop_tokens;
+    return std::find(stops.begin(), stops.end(), tok) != stops.end() ||
+           l.generated + static_cast<int>(j) + 1 >= l.req.max_tokens ||
+           l.pos + j + 2 >= cfg_.context;
   }
 
   // The next draft length follows the acceptance: longer after a full accept, just past the
@@ -710,7 +773,8 @@ class lane_host {
   metrics own_metrics_;
   metrics* metrics_;
   draft_config draft_;
-  bool drafts_on_;  // a source is set and the pool can take back rejected drafts
+  std::size_t slots_per_lane_;  // slotted pools: lane slots (snapshot, draft) per lane
+  bool drafts_on_;              // a source is set and the pool can take back rejected drafts
 
   mutable std::mutex mutex_;  // guards admission_, the queues and the snapshot
   lane_admission<Family> admission_;
@@ -731,9 +795,11 @@ class lane_host {
   std::size_t max_running_ = 0;
 
   std::vector<std::unique_ptr<lane>> running_;  // engine thread only
-  std::vector<std::int32_t> free_snapshots_;    // engine thread only: lanes' snapshot slots
+  std::vector<std::int32_t> free_lane_slots_;   // engine thread only: snapshot and draft slots
   std::vector<sample::sample_result> scored_;   // engine thread only: a chunk's prompt logprobs
   std::vector<std::int32_t> score_scratch_;     // engine thread only: score_token's ranking
+  std::vector<std::int32_t> judged_history_;    // engine thread only: history with accepted drafts
+  std::vector<batch_row> replay_rows_;          // engine thread only: rows of accepted tokens
   std::thread engine_;
 };
 

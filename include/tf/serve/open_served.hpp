@@ -49,7 +49,8 @@ struct file_engine : model_file_holder, engine<F, B> {
 /// Opens `path` (mapped, so the budget is read before a copy of the weights takes memory), asks
 /// `size` for the pool given the family's costs, then loads (read into memory when
 /// `o.load` says so) and serves it with `host` (its `parallel` set from `size`). A family with
-/// recurrent state gets two slots per stream: its own and its lane's prompt-end snapshot. A
+/// recurrent state gets two slots per stream (its own and its lane's prompt-end snapshot), and a
+/// third with drafts (the state before a verify row). A
 /// non-empty `chat_template` replaces the file's (--chat-template); `drafts` are the lane host's
 /// speculative drafts.
 template <class Registry = families::builtin, class B = backend::cpu>
@@ -73,8 +74,9 @@ std::shared_ptr<served_model> open_served(std::filesystem::path const& path, ope
       codec = tokenizer::text_codec(codec.tokens(), codec.model_id(), chat_template);
     if (o.load == model::load_mode::read)
       file = std::make_unique<model::model_file>(model::model_file::open(path, o.load));
-    kv_shape const kv{static_cast<std::int32_t>(granted.pages), o.page_tokens, o.kv,
-                      E::has_state ? static_cast<std::int32_t>(2 * granted.parallel) : 0};
+    kv_shape const kv{
+        static_cast<std::int32_t>(granted.pages), o.page_tokens, o.kv,
+        E::has_state ? static_cast<std::int32_t>((drafts.source ? 3 : 2) * granted.parallel) : 0};
     auto e = std::make_unique<E>(std::move(file), kv, backend_options<B>(o));
     out = std::make_shared<lane_served_model<E, F, tokenizer::text_codec>>(
         std::move(e), std::move(codec), host, drafts);
