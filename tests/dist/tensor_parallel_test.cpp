@@ -8,8 +8,12 @@
 #include <families/gemma/gemma3.hpp>
 #include <families/glm/glm4.hpp>
 #include <families/glm/glm4_moe.hpp>
+#include <families/nemotron/nemotron_h.hpp>
 #include <families/qwen/qwen3.hpp>
+#include <families/qwen/qwen35.hpp>
+#include <families/qwen/qwen35_moe.hpp>
 #include <families/qwen/qwen3_moe.hpp>
+#include <families/qwen/qwen3_next.hpp>
 #include <tests/common/hf_oracle.hpp>
 #include <tf/backend/cpu.hpp>
 #include <tf/dist/mpi_communicator.hpp>
@@ -122,6 +126,25 @@ void check_split(std::string const& path, case_params const& c) {
   }
 }
 
+// A family that does not divide its hparams yet binds every tensor whole at TP=N (the file holds
+// exactly the shapes it asks for): it runs replicated, with TP=1's bits on every rank.
+template <class Family>
+void check_replicated(std::string const& dir) {
+  using engine = tf::engine<Family, cpu>;
+  using stream = tf::test::stream<engine>;
+  auto file = model_file::open(dir + "/tiny-f32.gguf");
+  tf::kv_shape const kv{64, 16, tf::kv_dtype::f32, 1};
+  engine whole(file, kv, {1});
+  engine split(file, kv, {1, tf::dist::tensor_parallel::over(ranks())});
+  for (auto const& prompt : tf::test::hf_oracle_at(dir).prompts) {
+    auto const la = stream(whole).feed(prompt, true);
+    auto const lb = stream(split).feed(prompt, true);
+    INFO(dir << ": the replicated run's logits equal TP=1's bit for bit");
+    CHECK(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)) == 0);
+    CHECK(equal_on_every_rank(lb));
+  }
+}
+
 case_params oracle_case(std::string const& dir, float tolerance) {
   auto const& o = tf::test::hf_oracle_at(dir);
   return {o.prompts, 12, tolerance};
@@ -167,6 +190,13 @@ TEST_CASE("TP: tiny GLM-4.5 MoE: routed and shared experts sliced, a dense first
   auto const dir = fixtures + "/glm/tiny45";
   check_split<tf::families::glm::glm4_moe>(dir + "/tiny-f32.gguf", oracle_case(dir, 1e-5f));
   check_split<tf::families::glm::glm4_moe>(dir, oracle_case(dir, 1e-5f));
+}
+
+TEST_CASE("TP: the hybrid families, not split yet, run replicated with TP=1's bits") {
+  check_replicated<tf::families::qwen::qwen35>(fixtures + "/qwen/tiny35");
+  check_replicated<tf::families::qwen::qwen35_moe>(fixtures + "/qwen/tiny35_moe");
+  check_replicated<tf::families::qwen::qwen3_next>(fixtures + "/qwen/tiny3next");
+  check_replicated<tf::families::nemotron::nemotron_h>(fixtures + "/nemotron/tiny_h");
 }
 
 TEST_CASE("TP: the default model (Gemma 3 270M Q4_K_M) split over the ranks") {
