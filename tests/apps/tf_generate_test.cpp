@@ -57,7 +57,10 @@ TEST_CASE("tf-generate continues every tiny fixture greedily as transformers doe
                                         "nemotron/tiny_h_moe/tiny-f32.gguf",
                                         "nemotron/tiny_h_latent/tiny-f32.gguf",
                                         "qwen/tiny3next/tiny-f32.gguf",
-                                        "qwen/tiny3next"};
+                                        "qwen/tiny3next",
+                                        "gemma/tiny4_e",
+                                        "gemma/tiny4_e/tiny-f32.gguf",
+                                        "gemma/tiny4_moe"};
   for (auto const& rel : models) {
     auto const path = root / rel;
     INFO(path.string());
