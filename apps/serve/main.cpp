@@ -10,6 +10,7 @@
 #include <tf/serve/detail/model_sampling.hpp>
 #include <tf/serve/http_server.hpp>
 #include <tf/serve/load_progress.hpp>
+#include <tf/serve/model_draft.hpp>
 #include <tf/serve/open_served.hpp>
 #include <tf/serve/web_page.hpp>
 #include <tf/tokenizer/from_hf.hpp>
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
   std::string alias, chat_template_file, cors_origin;
   std::optional<float> temp, top_p, min_p;
   std::optional<int> top_k;
-  std::string draft = "ngram";
+  std::string draft = "ngram", draft_model;
   std::size_t draft_max = 8, draft_ngram_min = 2, draft_ngram_max = 4;
   app.add_option("model", model_path,
                  "GGUF file or Hugging Face folder (default: the default model)");
@@ -149,9 +150,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--draft", draft,
                  "speculative drafts, verified so that replies do not change: ngram (from the "
-                 "stream's own prompt and output) or none; a request's \"draft\": false turns "
+                 "stream's own prompt and output), model (--draft-model) or none; a request's "
+                 "\"draft\": false turns "
                  "them off")
-      ->check(CLI::IsMember({"ngram", "none"}));
+      ->check(CLI::IsMember({"ngram", "model", "none"}));
+  app.add_option("--draft-model", draft_model,
+                 "with --draft model: a smaller model with the same tokenizer whose greedy "
+                 "continuation is the draft");
   app.add_option("--draft-max", draft_max, "most drafted tokens per stream and round")
       ->check(CLI::Range(0, 64));
   app.add_option("--draft-ngram-min", draft_ngram_min, "shortest n-gram a draft may follow")
@@ -311,6 +316,25 @@ int main(int argc, char** argv) {
           tf::serve::ngram_config{draft_ngram_min, draft_ngram_max});
       drafts.max_tokens = draft_max;
     }
+    if (draft == "model" && draft_model.empty())
+      throw tf::error("tf: --draft model needs --draft-model FILE");
+    if (draft != "model" && !draft_model.empty())
+      throw tf::error("tf: --draft-model is for --draft model (got --draft {})", draft);
+    std::string draft_line;
+    if (draft == "model" && draft_max > 0) {
+      // Loaded (and its KV made) before the budget reads the machine, which then counts it.
+      tf::open_options dopt;
+      dopt.threads = static_cast<int>(threads);
+      auto dm = tf::open(draft_model, dopt);
+      auto const streams = std::max<std::size_t>(1, parallel_guess);
+      auto const family = std::string(dm->family());
+      auto const vocab = dm->vocab_size();
+      drafts.source = std::make_shared<tf::serve::model_draft>(std::move(dm), streams,
+                                                               static_cast<std::int32_t>(context));
+      drafts.max_tokens = draft_max;
+      draft_line = fmt::format("model {} ({}, vocabulary {}, {} streams of {} tokens)", draft_model,
+                               family, vocab, streams, context);
+    }
     auto size_pool = [&](tf::serve::model_costs const& c) {
       // A stream's recurrent state is held twice (its slot and its lane's snapshot), and once
       // more with drafts (the state before a verify row).
@@ -352,9 +376,12 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "tf: sampling defaults: {}\n", defaults.line());
     if (be->drafting())
       fmt::print(stderr,
-                 "tf: speculative drafts: ngram ({}-{} token matches), up to {} per stream and "
-                 "{} per round, verified by the target's own sampler\n",
-                 draft_ngram_min, draft_ngram_max, draft_max, drafts.round_tokens);
+                 "tf: speculative drafts: {}, up to {} per stream and {} per round, verified by "
+                 "the target's own sampler\n",
+                 draft_line.empty()
+                     ? fmt::format("ngram ({}-{} token matches)", draft_ngram_min, draft_ngram_max)
+                     : draft_line,
+                 draft_max, drafts.round_tokens);
     else if (drafts.source)
       fmt::print(stderr,
                  "tf: speculative drafts: off (no recurrent-state slot left for the state before "

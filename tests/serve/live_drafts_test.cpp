@@ -8,11 +8,13 @@
 #include <tests/serve/live_server.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <future>
 #include <regex>
 #include <string>
 #include <vector>
 
+namespace fs = std::filesystem;
 using namespace tf::test::live;
 using nlohmann::json;
 
@@ -53,9 +55,9 @@ std::vector<json> requests() {
       "Rewrite this code with the variable `result` renamed to `acc`. Reply with the code "
       "only.\n\n" +
       code;
-  out.push_back(chat(rewrite, 64));
+  out.push_back(chat(rewrite, 48));
   out.push_back(chat("Write two sentences about the sea.", 32));
-  auto seeded = chat(rewrite, 48);
+  auto seeded = chat(rewrite, 32);
   seeded["temperature"] = 0.8;
   seeded["top_k"] = 40;
   seeded["top_p"] = 0.9;
@@ -78,11 +80,11 @@ std::vector<json> requests() {
   auto repeat =
       chat("Repeat exactly, three times: the quick brown fox jumps over the lazy dog.", 40);
   out.push_back(repeat);
-  auto logprobs = chat(rewrite, 32);
+  auto logprobs = chat(rewrite, 24);
   logprobs["logprobs"] = true;
   logprobs["top_logprobs"] = 2;
   out.push_back(logprobs);
-  auto penalised = chat(rewrite, 32);
+  auto penalised = chat(rewrite, 24);
   penalised["temperature"] = 0.7;
   penalised["seed"] = 11;
   penalised["frequency_penalty"] = 0.5;
@@ -147,4 +149,78 @@ TEST_CASE("the real model: drafted replies equal \"draft\": false replies, alone
   CHECK(m->body.find("tf_draft_tokens_total{source=\"ngram\"}") != std::string::npos);
   CHECK(s.stop() == 0);
   check_census(s.log());
+}
+
+namespace {
+
+json post_completion(int port, json const& body) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(300);
+  auto r = c.Post("/v1/completions", body.dump(), "application/json");
+  REQUIRE(r);
+  INFO(r->body);
+  REQUIRE(r->status == 200);
+  return json::parse(r->body);
+}
+
+// Greedy and seeded completions of a few prompts, with and without drafts: equal token hashes;
+// returns the accepted and rejected drafts of the drafted ones.
+std::pair<std::size_t, std::size_t> check_fixture_drafts(int port) {
+  std::size_t accepted = 0, rejected = 0;
+  std::vector<json> bodies;
+  for (std::string const p : {"state 1 kept; state 2 kept; state 3", "the cat sat on the mat"})
+    for (int seeded = 0; seeded < 2; ++seeded) {
+      json b{{"prompt", p}, {"max_tokens", 24}, {"temperature", seeded ? 0.8 : 0.0}};
+      if (seeded) b["seed"] = 5;
+      bodies.push_back(b);
+    }
+  for (auto const& b : bodies) {
+    INFO(b.dump());
+    auto off = b;
+    off["draft"] = false;
+    auto const plain = post_completion(port, off);
+    auto const drafted = post_completion(port, b);
+    CHECK(drafted["tf"]["token_sha"] == plain["tf"]["token_sha"]);
+    auto const& d = drafted["usage"]["completion_tokens_details"];
+    accepted += d["accepted_prediction_tokens"].get<std::size_t>();
+    rejected += d["rejected_prediction_tokens"].get<std::size_t>();
+  }
+  return {accepted, rejected};
+}
+
+}  // namespace
+
+TEST_CASE("tiny fixtures: a draft model's drafts give the replies without drafts") {
+  REQUIRE(fs::exists(serve_binary()));
+  fs::path const root = TF_FIXTURES_DIR;
+  auto const target = (root / "qwen/tiny/tiny-q8_0.gguf").string();
+  {
+    // The target drafting for itself: every greedy draft is accepted.
+    live_server s({target, "--parallel", "2", "--context", "256", "--threads", "2", "--draft",
+                   "model", "--draft-model", target});
+    REQUIRE(s.wait_ready(std::chrono::seconds(120)));
+    CHECK(s.log().find("tf: speculative drafts: model") != std::string::npos);
+    auto const [accepted, rejected] = check_fixture_drafts(s.port());
+    CHECK(accepted > 20);
+    CHECK(s.stop() == 0);
+    check_census(s.log());
+  }
+  for (auto const& [t, d] :
+       {std::pair{"qwen/tiny/tiny-q8_0.gguf", "qwen/tiny_moe/tiny-f32.gguf"},
+        std::pair{"qwen/tiny35/tiny-f32.gguf", "glm/tiny4/tiny-q8_0.gguf"},
+        std::pair{"qwen/tiny_moe/tiny-q8_0.gguf", "qwen/tiny35/tiny-f32.gguf"}}) {
+    INFO("target " << t << ", draft model " << d);
+    live_server s({(root / t).string(), "--parallel", "2", "--context", "256", "--threads", "2",
+                   "--draft", "model", "--draft-model", (root / d).string()});
+    REQUIRE(s.wait_ready(std::chrono::seconds(120)));
+    CHECK(s.log().find("tf: speculative drafts: model") != std::string::npos);
+    auto const [accepted, rejected] = check_fixture_drafts(s.port());
+    CHECK(accepted + rejected > 0);
+    CHECK(s.stop() == 0);
+    check_census(s.log());
+  }
+  // A draft model file that does not load stops the start with its error.
+  live_server bad({target, "--draft", "model", "--draft-model", "/nonexistent.gguf"});
+  CHECK_FALSE(bad.wait_ready(std::chrono::seconds(60)));
+  CHECK(bad.log().find("nonexistent.gguf") != std::string::npos);
 }

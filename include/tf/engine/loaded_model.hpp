@@ -42,6 +42,9 @@ class loaded_model {
   virtual std::int64_t vocab_size() const = 0;
   /// The KV store of the one stream generate() runs.
   virtual kv_shape kv() const = 0;
+  /// Whether the model has recurrent layers: a stream's state cannot go back to an earlier
+  /// position (a row at position 0 starts it afresh).
+  virtual bool recurrent() const { return false; }
   /// Runs `rows` over this model's KV store (see tf::engine::forward).
   virtual void forward(std::span<batch_row const> rows, float* logits) = 0;
   /// Runs `rows` and samples each logit row (see tf::engine::forward_sample): on the device where

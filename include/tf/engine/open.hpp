@@ -60,6 +60,7 @@ class loaded_engine final : public loaded_model {
   std::string_view backend() const override { return B::name; }
   std::int64_t vocab_size() const override { return engine_.vocab_size(); }
   kv_shape kv() const override { return engine_.kv(); }
+  bool recurrent() const override { return engine_type::has_state; }
   void forward(std::span<batch_row const> rows, float* logits) override {
     engine_.forward(rows, logits);
   }

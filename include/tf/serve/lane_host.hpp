@@ -664,6 +664,11 @@ class lane_host {
     if (k == 0) return;
     draft_.source->propose(l.history, k, l.drafts);
     if (l.drafts.size() > k) l.drafts.resize(k);
+    // A source with another vocabulary (a draft model's) may propose ids the target lacks.
+    auto const bad = std::find_if(l.drafts.begin(), l.drafts.end(), [&](std::int32_t t) {
+      return t < 0 || static_cast<std::size_t>(t) >= vocab();
+    });
+    l.drafts.erase(bad, l.drafts.end());
   }
 
   // Samples the lane's rows in order with its own sampler, as plain decode would one round at a
