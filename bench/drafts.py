@@ -4,7 +4,8 @@ python3 bench/drafts.py [--serve build/apps/serve] [--model GGUF] [--threads 2] 
     [--max-tokens 128] [--llama-server PATH] [--spec-types ngram-simple ngram-mod] [--write]
 
 tf: one server (--parallel 8, n-gram drafts on); each request is sent with "draft": true and
-"draft": false, alternating, so both see the same machine load. A drafted reply is the same
+"draft": false, alternating, so both see the same machine load, and with "cache_prompt": false, so
+neither reuses the other's prompt. A drafted reply is the same
 tokens as the plain one (the script checks the token hashes), so the two rates divide the same
 work. Decode rate = (completion tokens - 1) / (last streamed chunk - first streamed chunk).
 
@@ -102,7 +103,7 @@ def wait_health(base, proc, limit=300):
 def tf_request(base, prompt, max_tokens, draft):
     body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
             "temperature": 0, "stream": True, "stream_options": {"include_usage": True},
-            "draft": draft}
+            "draft": draft, "cache_prompt": False}
     t0 = time.perf_counter()
     first = last = None
     usage = sha = None
@@ -181,7 +182,7 @@ def bench_tf(a):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     cmd = [a.serve, a.model, "--port", str(port), "--parallel", "8", "--context", "2048",
-           "--threads", str(a.threads), "--draft", "ngram"]
+           "--threads", str(a.threads), "--draft", "ngram"] + a.tf_args.split()
     proc = start(cmd, base)
     res = {}
     mismatches = 0
@@ -250,13 +251,15 @@ def main():
     p.add_argument("--llama-server",
                    default=str(pathlib.Path.home() / ".cache/tf-bench/llama-gcc-native/build/bin/llama-server"))
     p.add_argument("--spec-types", nargs="*", default=["ngram-simple", "ngram-mod"])
+    p.add_argument("--tf-args", default="", help="more serve flags, e.g. '--draft-max 16'")
+    p.add_argument("--no-llama", action="store_true")
     p.add_argument("--write", action="store_true")
     a = p.parse_args()
 
     tf, tf_cmd = bench_tf(a)
     llama = {}
     cmds = [tf_cmd]
-    if os.path.exists(a.llama_server):
+    if os.path.exists(a.llama_server) and not a.no_llama:
         for spec in [None] + a.spec_types:
             llama[spec or "none"], c = bench_llama(a, spec)
             cmds.append(c)
@@ -264,8 +267,9 @@ def main():
              f"--threads {a.threads}, greedy, max_tokens {a.max_tokens}, {a.reps} reps "
              f"(median); tf drafted == plain replies: {tf['mismatches']} mismatches.", "",
              "| task | tf off | tf ngram | tf speed-up | acceptance | tf 8 at once off | on | "
-             "speed-up |" + "".join(f" llama {k} |" for k in llama) + " llama best speed-up |",
-             "|---|---|---|---|---|---|---|---|" + "---|" * len(llama) + "---|"]
+             "speed-up |" + "".join(f" llama {k} |" for k in llama) +
+             (" llama best speed-up |" if llama else ""),
+             "|---|---|---|---|---|---|---|---|" + "---|" * len(llama) + ("---|" if llama else "")]
     for task in ("repetitive", "free"):
         t = tf[task]
         row = (f"| {task} | {t['solo_off']:.1f} | {t['solo_on']:.1f} | "
