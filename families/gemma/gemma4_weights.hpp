@@ -4,6 +4,7 @@
 /// the host. KV-shared layers have no k/v projections; K=V full layers have no v_proj.
 #include <families/common/experts.hpp>
 #include <families/common/tensor_binder.hpp>
+#include <families/gemma/gemma3_hparams.hpp>
 #include <families/gemma/gemma4_config.hpp>
 #include <families/gemma/gemma4_hparams.hpp>
 #include <kernels/cpu/dequant.hpp>
@@ -20,42 +21,14 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace tf::families::gemma {
 
 using model::tensor_role;
-inline constexpr std::array<model::tensor_name, 16> gemma4_tensors{{
-    {tensor_role::token_embd, "token_embd.weight", "model.embed_tokens.weight", false, false},
-    {tensor_role::output_norm, "output_norm.weight", "model.norm.weight", false, false},
-    {tensor_role::output, "output.weight", "lm_head.weight", false, true},
-    {tensor_role::attn_norm, "blk.{}.attn_norm.weight", "model.layers.{}.input_layernorm.weight",
-     true, false},
-    {tensor_role::attn_q, "blk.{}.attn_q.weight", "model.layers.{}.self_attn.q_proj.weight", true,
-     false},
-    {tensor_role::attn_k, "blk.{}.attn_k.weight", "model.layers.{}.self_attn.k_proj.weight", true,
-     false},
-    {tensor_role::attn_v, "blk.{}.attn_v.weight", "model.layers.{}.self_attn.v_proj.weight", true,
-     false},
-    {tensor_role::attn_output, "blk.{}.attn_output.weight",
-     "model.layers.{}.self_attn.o_proj.weight", true, false},
-    {tensor_role::attn_q_norm, "blk.{}.attn_q_norm.weight",
-     "model.layers.{}.self_attn.q_norm.weight", true, false},
-    {tensor_role::attn_k_norm, "blk.{}.attn_k_norm.weight",
-     "model.layers.{}.self_attn.k_norm.weight", true, false},
-    {tensor_role::post_attention_norm, "blk.{}.post_attention_norm.weight",
-     "model.layers.{}.post_attention_layernorm.weight", true, false},
-    {tensor_role::ffn_norm, "blk.{}.ffn_norm.weight",
-     "model.layers.{}.pre_feedforward_layernorm.weight", true, false},
-    {tensor_role::post_ffw_norm, "blk.{}.post_ffw_norm.weight",
-     "model.layers.{}.post_feedforward_layernorm.weight", true, false},
-    {tensor_role::ffn_gate, "blk.{}.ffn_gate.weight", "model.layers.{}.mlp.gate_proj.weight", true,
-     false},
-    {tensor_role::ffn_up, "blk.{}.ffn_up.weight", "model.layers.{}.mlp.up_proj.weight", true,
-     false},
-    {tensor_role::ffn_down, "blk.{}.ffn_down.weight", "model.layers.{}.mlp.down_proj.weight", true,
-     false},
-}};
+// Gemma 4 names its shared roles as Gemma 3 does, in GGUF and in HF.
+inline constexpr auto const& gemma4_tensors = gemma3_tensors;
 
 /// A tensor outside the shared roles, by its GGUF and HF names.
 struct gemma4_name {
@@ -170,8 +143,8 @@ gemma4_weights<B> bind_gemma4_weights(File const& file, gemma4_hparams const& hp
   for (int l = hp.first_shared_layer(); l < hp.num_layers; ++l)
     if (hp.kv_source(l) < 0)
       throw error("tf: gemma4 KV-shared layer {} has no earlier layer of its kind to read", l);
-  tensor_binder<File, decltype(gemma4_tensors), B> const b{file, gemma4_tensors, style, "gemma4",
-                                                           be};
+  tensor_binder<File, std::remove_reference_t<decltype(gemma4_tensors)>, B> const b{
+      file, gemma4_tensors, style, "gemma4", be};
   std::int64_t const h = hp.hidden_size;
   gemma4_weights<B> w;
   w.hp = hp;
