@@ -22,6 +22,8 @@ TEST_CASE("every built-in architecture name dispatches to its family") {
   using tf::families::builtin;
   CHECK(family_of<builtin>("gemma3") == "gemma3");
   CHECK(family_of<builtin>("gemma3_text") == "gemma3");
+  CHECK(family_of<builtin>("gemma4") == "gemma4");
+  CHECK(family_of<builtin>("gemma4_text") == "gemma4");
   CHECK(family_of<builtin>("qwen3") == "qwen3");
   CHECK(family_of<builtin>("qwen3moe") == "qwen3_moe");
   CHECK(family_of<builtin>("qwen3_moe") == "qwen3_moe");
@@ -37,7 +39,7 @@ TEST_CASE("every built-in architecture name dispatches to its family") {
   CHECK(family_of<builtin>("qwen3next") == "qwen3_next");
   CHECK(family_of<builtin>("qwen3_next") == "qwen3_next");
   auto names = builtin::architectures();
-  CHECK(names.size() == 18);
+  CHECK(names.size() == 20);
   for (auto const& n : names) CHECK(builtin::knows(n));
 }
 
