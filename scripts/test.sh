@@ -20,12 +20,13 @@ cmake --build build -j"$jobs"
 # The sanitizer configuration: under AddressSanitizer and UBSan, the modules that take outside
 # input or own lifetimes (parsers, server, ledger, engine); the numeric forwards and kernels are
 # checked bit for bit in the plain stage and by the fuzzers' ASan builds of what reads files, and
-# the real-model live tests, the browser test and generate() on the real model are the plain
-# stage's (the toy-model live tests run here).
+# the real-model live tests, the browser test, generate() on the real model and the verify-row
+# check over every fixture (a numeric forward) are the plain stage's (the toy-model live tests and
+# the drafts' lane-host tests run here).
 asan_modules=(core engine backend kv memory model serve jinja tokenizer grammar sample)
 mapfile -t asan_targets < <(cd tests && find "${asan_modules[@]}" -name '*_test.cpp' |
   sed -E 's#_test\.cpp$##; s#/#_#g; s#^#test_#' |
-  grep -vxE 'test_serve_live_(server|api|eval|drafts)|test_serve_web_page_live|test_engine_loaded_model' | sort)
+  grep -vxE 'test_serve_live_(server|api|eval|drafts)|test_serve_web_page_live|test_engine_loaded_model|test_engine_draft_rows' | sort)
 # -O0 -g1: line tables are all a sanitizer report needs, and unoptimized code builds in half the
 # time; the serve binary, whose tests run real forwards, and the Jinja limits test, which runs the
 # interpreter for millions of steps, keep -O1. One bundle target, so make builds them in parallel.
@@ -37,7 +38,7 @@ cmake --build build-asan -j"$jobs" --target tf_bundle
 label_regex="^($(IFS='|'; echo "${asan_modules[*]}"))(/|\$)"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
    ctest --output-on-failure -j"$jobs" -L "$label_regex" \
-     -E '^(serve/live_(server|api|eval|drafts)|serve/web_page_live|engine/loaded_model)$')
+     -E '^(serve/live_(server|api|eval|drafts)|serve/web_page_live|engine/loaded_model|engine/draft_rows)$')
 
 # Fuzzing: every libFuzzer target (clang, ASan + UBSan) for TF_FUZZ_SECONDS (default 30) each,
 # from the committed corpus (fuzz/; docs/reliability.md). A crash fails the run and leaves its
