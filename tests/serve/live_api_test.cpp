@@ -20,20 +20,6 @@ namespace fs = std::filesystem;
 using namespace tf::test::live;
 using nlohmann::json;
 
-namespace {
-
-json post_json(int port, std::string const& path, json const& body) {
-  httplib::Client c("127.0.0.1", port);
-  c.set_read_timeout(300);
-  auto r = c.Post(path, body.dump(), "application/json");
-  REQUIRE(r);
-  INFO(r->body);
-  REQUIRE(r->status == 200);
-  return json::parse(r->body);
-}
-
-}  // namespace
-
 TEST_CASE("the real model: the openai client's extra fields, --alias, CORS and sampling flags") {
   if (!real_model_ready()) return;
   if (!have_python_openai()) return;

@@ -20,18 +20,8 @@ using nlohmann::json;
 
 namespace {
 
-json post(int port, std::string const& path, json const& body) {
-  httplib::Client c("127.0.0.1", port);
-  c.set_read_timeout(300);
-  auto r = c.Post(path, body.dump(), "application/json");
-  REQUIRE(r);
-  INFO(r->body);
-  REQUIRE(r->status == 200);
-  return json::parse(r->body);
-}
-
 json post_chat(int port, json const& body) {
-  return post(port, "/v1/chat/completions", body);
+  return post_json(port, "/v1/chat/completions", body);
 }
 
 std::string const code = R"(def total(items):
@@ -158,7 +148,7 @@ TEST_CASE("the real model: drafted replies equal \"draft\": false replies, alone
 namespace {
 
 json post_completion(int port, json const& body) {
-  return post(port, "/v1/completions", body);
+  return post_json(port, "/v1/completions", body);
 }
 
 // Greedy and seeded completions of a few prompts, with and without drafts: equal token hashes;

@@ -189,16 +189,21 @@ inline void check_openai_client(std::string const& base, std::string const& args
   CHECK(out.find("\nok") != std::string::npos);
 }
 
-/// One greedy /v1/completions reply as JSON (status 200 required).
-inline nlohmann::json complete(int port, std::string const& prompt, int max_tokens) {
+/// The JSON reply to a POST of `body` to `path` (status 200 required).
+inline nlohmann::json post_json(int port, std::string const& path, nlohmann::json const& body) {
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(300);
-  nlohmann::json body = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
-  auto r = c.Post("/v1/completions", body.dump(), "application/json");
+  auto r = c.Post(path, body.dump(), "application/json");
   REQUIRE(r);
   INFO(r->body);
   REQUIRE(r->status == 200);
   return nlohmann::json::parse(r->body);
+}
+
+/// One greedy /v1/completions reply as JSON (status 200 required).
+inline nlohmann::json complete(int port, std::string const& prompt, int max_tokens) {
+  return post_json(port, "/v1/completions",
+                   {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}});
 }
 
 inline nlohmann::json load_of(int port) {

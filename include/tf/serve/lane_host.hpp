@@ -589,6 +589,8 @@ class lane_host {
       rows.back().all_logits = n > 1;
       at += n;
     }
+    // Each lane's tokens of this round go to its verdict, then out in one loop.
+    bool sampled = false;
     if constexpr (sampling_model<Model>) {
       if (!drafted) {
         std::vector<sample::sampler*> samplers;
@@ -600,26 +602,26 @@ class lane_host {
         std::vector<sample::sample_result> results(row_lanes.size());
         model_.forward_sample(std::span<batch_row const>(rows), samplers, histories, results);
         for (std::size_t i = 0; i < row_lanes.size(); ++i) {
-          auto& l = *row_lanes[i];
-          l.pos += 1;
-          l.pending = -1;
-          emit(l, std::move(results[i]));
+          row_lanes[i]->verdict.clear();
+          row_lanes[i]->verdict.push_back(std::move(results[i]));
         }
-        return;
+        sampled = true;
       }
     }
-    // A slotted lane's state before its verify row, to go back to when drafts are rejected.
-    if constexpr (has_state)
-      for (auto* l : row_lanes)
-        if (!l->drafts.empty()) model_.copy_state(l->slot, l->draft_slot);
-    logits.resize(static_cast<std::size_t>(logits_rows(rows)) * vocab());
-    model_.forward(std::span<batch_row const>(rows), logits.data());
-    for (std::size_t i = 0, at = 0; i < row_lanes.size(); ++i) {
-      auto const n = rows[i].tokens.size();
-      judge(*row_lanes[i], std::span<float const>(logits).subspan(at * vocab(), n * vocab()));
-      at += n;
+    if (!sampled) {
+      // A slotted lane's state before its verify row, to go back to when drafts are rejected.
+      if constexpr (has_state)
+        for (auto* l : row_lanes)
+          if (!l->drafts.empty()) model_.copy_state(l->slot, l->draft_slot);
+      logits.resize(static_cast<std::size_t>(logits_rows(rows)) * vocab());
+      model_.forward(std::span<batch_row const>(rows), logits.data());
+      for (std::size_t i = 0, at = 0; i < row_lanes.size(); ++i) {
+        auto const n = rows[i].tokens.size();
+        judge(*row_lanes[i], std::span<float const>(logits).subspan(at * vocab(), n * vocab()));
+        at += n;
+      }
+      if constexpr (has_state) replay_accepted(rows, row_lanes, logits);
     }
-    if constexpr (has_state) replay_accepted(rows, row_lanes, logits);
     for (auto* l : row_lanes)
       for (auto& r : l->verdict) {
         l->pos += 1;  // the token its row ran is in the KV now
