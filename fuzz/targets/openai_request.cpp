@@ -15,7 +15,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     try {
       auto r = tf::serve::parse_openai_request(body, chat);
       tf_fuzz::check(r.n >= 1 && r.n <= 128, "n in [1, 128]");
-      tf_fuzz::check(r.max_tokens == -1 || r.max_tokens >= 1, "max_tokens unset or positive");
+      // 0 only scores the prompt, which needs echo or prompt_logprobs to return anything.
+      tf_fuzz::check(r.max_tokens == -1 || r.max_tokens >= 1 ||
+                         (r.max_tokens == 0 && (r.echo || r.prompt_logprobs >= 0)),
+                     "max_tokens unset, positive, or 0 with echo/prompt_logprobs");
       tf_fuzz::check(!chat || r.messages.is_array(), "chat messages are an array");
       (void)r.messages.dump();
       (void)r.chat_template_kwargs.dump();
