@@ -18,6 +18,9 @@
 #if defined(TF_WITH_CUDA)
 #include <tf/backend/cuda.hpp>
 #endif
+#if defined(TF_WITH_MPI)
+#include "over_ranks.hpp"
+#endif
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -86,6 +89,7 @@ int main(int argc, char** argv) {
   std::optional<int> top_k;
   std::string draft = "ngram", draft_model;
   std::size_t draft_max = 8, draft_ngram_min = 2, draft_ngram_max = 4;
+  int tp = 1;
   app.add_option("model", model_path,
                  "GGUF file or Hugging Face folder (default: the default model)");
   app.add_option("--parallel", parallel_s, "streams at once: N or auto");
@@ -163,6 +167,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   app.add_option("--draft-ngram-max", draft_ngram_max, "longest n-gram a draft may follow")
       ->check(CLI::Range(1, 64));
+  app.add_option("--tp", tp,
+                 "tensor parallelism: the model split over N ranks, launched as `mpirun -n N "
+                 "serve MODEL --tp N`; rank 0 serves HTTP, the others replay its rounds")
+      ->check(CLI::Range(1, 4096));
   CLI11_PARSE(app, argc, argv);
   try {
 #if !defined(TF_WITH_CUDA)
@@ -172,6 +180,21 @@ int main(int argc, char** argv) {
           "use --backend cpu or rebuild with -DTF_CUDA=ON");
 #endif
     auto const matmul = tf::backend::parse_cuda_matmul(cuda_matmul);
+#if defined(TF_WITH_MPI)
+    // Declared before the model so that the ranks' link outlives it.
+    std::optional<tf::serve::tp::ranks> ranks;
+    tf::serve::rank_link* link = nullptr;
+    if (tp > 1) {
+      if (backend != "cpu") throw tf::error("tf: --tp {} runs on --backend cpu only", tp);
+      ranks.emplace(tp, &argc, &argv);
+    }
+#else
+    if (tp > 1)
+      throw tf::error(
+          "tf: --tp {}: this serve binary was built without MPI (Debian: libopenmpi-dev); "
+          "rebuild with it to split a model over ranks",
+          tp);
+#endif
     if (api_key.empty())
       if (char const* k = std::getenv("TF_API_KEY")) api_key = k;
     std::optional<std::uint32_t> fixed_parallel;  // nullopt: --parallel auto
@@ -199,6 +222,17 @@ int main(int argc, char** argv) {
                                    : tf::serve::detail::load_chat_template_file(chat_template_file);
     auto const path = tf::model::resolve_model_path(model_path.empty() ? std::nullopt
                                                                        : std::optional(model_path));
+#if defined(TF_WITH_MPI)
+    if (ranks && ranks->comm.rank() > 0) {
+      // No HTTP here: this rank replays rank 0's calls on its shard of the model.
+      tf::open_options fo;
+      fo.threads = static_cast<int>(threads);
+      fo.load = load == "map" ? tf::model::load_mode::map : tf::model::load_mode::read;
+      fo.kv = kv_type == "f32" ? tf::kv_dtype::f32 : tf::kv_dtype::f16;
+      fo.page_tokens = 256;
+      return tf::serve::tp::follow(ranks->comm, path, fo, reserve_bytes, cap_bytes);
+    }
+#endif
     // Sampling defaults: the flags, else the file's recommendation, else llama-server's.
     std::vector<std::string> notes;
     auto defaults = tf::serve::detail::model_sampling_defaults(path, notes);
@@ -284,7 +318,13 @@ int main(int argc, char** argv) {
         }
       }
 #endif
+#if defined(TF_WITH_MPI)
+      auto b = ranks ? tf::serve::tp::budget_over_ranks(ranks->comm, o)
+                     : tf::memory::start_budget(kind, tf::memory::system_proc_reader(),
+                                                device_reader, o);
+#else
       auto b = tf::memory::start_budget(kind, tf::memory::system_proc_reader(), device_reader, o);
+#endif
       for (auto const& line : b.lines) fmt::print(stderr, "{}\n", line);
       start.lines = b.lines;
       return b;
@@ -368,6 +408,15 @@ int main(int argc, char** argv) {
                  tf::backend::cuda::summary(tf::backend::cuda_parts::query_device(device), matmul));
     }
 #endif
+#if defined(TF_WITH_MPI)
+    if (ranks) {
+      auto r = tf::serve::open_served_over_ranks(ranks->comm, path, o, host_cfg, size_pool,
+                                                 chat_template, drafts, {});
+      be = std::move(r.served);
+      link = r.link;
+      fmt::print(stderr, "tf: the model is split over {} ranks; rank 0 serves\n", tp);
+    }
+#endif
     if (!be) be = tf::serve::open_served(path, o, host_cfg, size_pool, chat_template, drafts);
     if (watch) watch->finish();
     server.set_start_info(start);
@@ -392,7 +441,26 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "tf: chat template from {}\n", chat_template_file);
     fmt::print(stderr, "tf: serving {} on http://{}:{} ({} streams, {}-token window)\n",
                alias.empty() ? be->model_id() : alias, host, bound, parallel, context);
-    while (g_signal.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto rank_failed = [&] {
+#if defined(TF_WITH_MPI)
+      return link != nullptr && link->failed();
+#else
+      return false;
+#endif
+    };
+    while (g_signal.load() == 0 && !rank_failed())
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+#if defined(TF_WITH_MPI)
+    if (rank_failed()) {
+      // The running requests ended with the error; nothing more can run without the rank.
+      fmt::print(stderr, "tf: error: a rank failed, stopping: {}\n", link->failure());
+      auto census = be->shutdown(std::chrono::milliseconds(0));
+      server.stop();
+      http.join();
+      fmt::print(stderr, "tf: KV census at stop: {}\n", census.line());
+      return 3;
+    }
+#endif
     fmt::print(stderr, "tf: signal {}: finishing running requests, then stopping\n",
                g_signal.load());
     auto census = be->shutdown(std::chrono::milliseconds(5000));
@@ -405,6 +473,9 @@ int main(int argc, char** argv) {
       return 2;
     }
     fmt::print(stderr, "tf: KV census at stop: {}\n", census.line());
+#if defined(TF_WITH_MPI)
+    if (link != nullptr && !tf::serve::tp::censuses_agree(link->finish(census))) return 2;
+#endif
     return 0;
   } catch (std::exception const& e) {
     fmt::print(stderr, "{}\n", e.what());

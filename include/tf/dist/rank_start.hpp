@@ -110,4 +110,13 @@ memory::budget budget_over_ranks(C& c, memory::pool_reading mine, memory::budget
   return memory::compute_budget(std::span<memory::pool_reading const>(all), o);
 }
 
+/// A rank that does not size the start (a rank > 0 of a served model, which takes rank 0's
+/// sizes) adds its room to budget_over_ranks' gather; pairs with rank 0's budget_over_ranks.
+template <communicator C>
+void report_room(C& c, memory::pool_reading mine, memory::budget_options const& o) {
+  auto const reported = reported_room(mine, o);
+  std::vector<memory::pool_reading> all(static_cast<std::size_t>(c.size()));
+  c.all_gather(std::as_bytes(std::span(&reported, 1)), std::as_writable_bytes(std::span(all)));
+}
+
 }  // namespace tf::dist

@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,6 +41,10 @@ struct host_config {
   std::size_t context = 4096;       // token window per stream
   std::size_t max_queue = 64;       // waiting requests before queue_full
   std::size_t prefill_chunk = 256;  // prompt tokens per round
+  // Tensor parallelism: rank 0 of `ranks` hands its admission decisions to `decisions` as it
+  // makes them, for the other ranks' pools to replay (serve/rank_replay.hpp).
+  int ranks = 1;
+  std::function<void(std::vector<decision>)> decisions = {};
 };
 
 /// Runs every request of `Model` through the lane rounds on one engine thread; `Family` binds
@@ -79,6 +84,11 @@ class lane_host {
   ~lane_host() { shutdown(std::chrono::milliseconds(0)); }
 
   host_config const& config() const { return cfg_; }
+  /// The recurrent-state slots the admission pool gets for `c` (the model's, less the lanes'):
+  /// what another rank's mirror of the pool is built with.
+  static std::int64_t admission_slots(Model const& m, host_config const& c, draft_config const& d) {
+    return pool_slots(m, c, lane_slots(m, c, d));
+  }
   /// Whether streams draft (a source is set and the pool can take rejected drafts back).
   bool drafting() const { return drafts_on_; }
   metrics& stats() { return *metrics_; }
@@ -217,6 +227,7 @@ class lane_host {
     lane_config lc;
     lc.max_running = c.parallel;
     lc.max_queue = c.max_queue;
+    lc.ranks = c.ranks;
     lc.log = [](std::string_view) {};  // refusals reach the client as HTTP errors
     return lc;
   }
@@ -251,6 +262,8 @@ class lane_host {
     if (c.parallel == 0) throw error("tf: lane host needs --parallel >= 1 (got 0)");
     if (c.context < 2) throw error("tf: lane host needs --context >= 2 (got {})", c.context);
     if (c.prefill_chunk == 0) c.prefill_chunk = 256;
+    if (c.ranks < 1 || (c.ranks > 1 && !c.decisions))
+      throw error("tf: a lane host over {} ranks needs a sink for its decisions", c.ranks);
     return c;
   }
 
@@ -750,6 +763,8 @@ class lane_host {
   }
 
   void publish_locked() {
+    if (cfg_.ranks > 1)
+      if (auto d = admission_.take_decisions(); !d.empty()) cfg_.decisions(std::move(d));
     auto c = admission_.census();
     auto l = admission_.load();
     snapshot_.running = l.running;

@@ -1,0 +1,89 @@
+#pragma once
+// serve --tp N under mpirun: the ranks' communicator, rank 0's budget over the ranks, and what a
+// rank > 0 runs instead of the HTTP server (include/tf/serve/open_over_ranks.hpp).
+#include <tf/dist/mpi_communicator.hpp>
+#include <tf/dist/mpi_runtime.hpp>
+#include <tf/dist/rank_start.hpp>
+#include <tf/error.hpp>
+#include <tf/memory/budget.hpp>
+#include <tf/serve/open_over_ranks.hpp>
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include <unistd.h>
+
+namespace tf::serve::tp {
+
+/// MPI and the communicator of the ranks a --tp start runs on (alive until main returns).
+struct ranks {
+  dist::mpi_runtime mpi;
+  dist::mpi_communicator comm;
+
+  ranks(int tp, int* argc, char*** argv) : mpi(argc, argv), comm() {
+    if (comm.size() != tp)
+      throw error(
+          "tf: --tp {} but mpirun started {} rank{}: launch with `mpirun -n {} serve ... --tp {}`",
+          tp, comm.size(), comm.size() == 1 ? "" : "s", tp, tp);
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    fmt::print(stderr, "tf: rank {} of {} on {}, pid {}\n", comm.rank(), comm.size(), host,
+               static_cast<long>(::getpid()));
+  }
+};
+
+/// Rank 0's budget: this machine's reading with the environment's reserve and cap applied, sized
+/// from the smallest room any rank reports.
+inline memory::budget budget_over_ranks(dist::mpi_communicator& comm, memory::budget_options o) {
+  memory::apply_env(o, memory::system_env_reader());
+  auto const reading = memory::read_pool(memory::memory_kind::host, memory::system_proc_reader(),
+                                         {}, memory::system_page_size());
+  return dist::budget_over_ranks(comm, reading, o);
+}
+
+/// A rank > 0's whole run: the same model, its room reported to rank 0, its shard loaded, rank
+/// 0's calls replayed until it stops; its census printed beside rank 0's. The exit code: 0 when
+/// the censuses balance and agree.
+inline int follow(dist::mpi_communicator& comm, std::filesystem::path const& path,
+                  open_options const& o, std::optional<std::uint64_t> reserve_bytes,
+                  std::optional<std::uint64_t> cap_bytes) {
+  auto room = [&](model_costs const&) {
+    memory::budget_options b;
+    b.reserve_bytes = reserve_bytes;
+    b.cap_bytes = cap_bytes;
+    memory::apply_env(b, memory::system_env_reader());
+    dist::report_room(comm,
+                      memory::read_pool(memory::memory_kind::host, memory::system_proc_reader(), {},
+                                        memory::system_page_size()),
+                      b);
+  };
+  auto const all = follow_over_ranks(comm, path, o, room, rank_deadlines{});
+  auto const& mine = all.at(static_cast<std::size_t>(comm.rank()));
+  fmt::print(stderr, "tf: rank {}: KV census at stop: {}\n", comm.rank(), mine.line());
+  if (!mine.balanced() || !(mine == all.at(0))) {
+    fmt::print(stderr, "tf: error: rank {}'s KV census at stop differs from rank 0's ({})\n",
+               comm.rank(), all.at(0).line());
+    return 2;
+  }
+  return 0;
+}
+
+/// Rank 0 after its own census: each other rank's, which must equal it.
+inline bool censuses_agree(std::vector<kv::census> const& all) {
+  bool same = true;
+  for (std::size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0]) {
+      fmt::print(stderr, "tf: rank {}'s KV census at stop equals rank 0's\n", r);
+    } else {
+      fmt::print(stderr, "tf: error: rank {}'s KV census at stop differs: {}\n", r, all[r].line());
+      same = false;
+    }
+  }
+  return same;
+}
+
+}  // namespace tf::serve::tp

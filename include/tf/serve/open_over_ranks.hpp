@@ -1,0 +1,157 @@
+#pragma once
+/// serve::open_served_over_ranks and serve::follow_over_ranks: one model split over the ranks of
+/// a communicator (CPU backend), served by rank 0 and replayed by the others (rank_replay.hpp).
+/// Every rank opens the file mapped, agrees on the model before any weight is read, sizes the
+/// start from the smallest room (rank 0 decides and tells the others its pool), loads its shard,
+/// and then rank 0 serves while the others follow.
+#include <families/registry.hpp>
+#include <tf/backend/cpu.hpp>
+#include <tf/dist/communicator.hpp>
+#include <tf/dist/rank_start.hpp>
+#include <tf/dist/tensor_parallel.hpp>
+#include <tf/engine/open.hpp>
+#include <tf/model/model_file.hpp>
+#include <tf/serve/open_served.hpp>
+#include <tf/serve/rank_replay.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tf::serve {
+
+/// Rank 0's served model and its link to the other ranks (owned by `served`).
+struct served_over_ranks {
+  std::shared_ptr<served_model> served;
+  rank_link* link = nullptr;
+};
+
+/// The deadlines of a split start: loading (ranks read their shards at different speeds) and
+/// serving (a rank that stops answering for this long is reported).
+struct rank_deadlines {
+  std::chrono::milliseconds load{std::chrono::minutes(30)};
+  std::chrono::milliseconds serving{std::chrono::seconds(5)};
+  std::chrono::milliseconds beat{std::chrono::seconds(1)};  // rank 0's idle message period
+};
+
+namespace detail {
+
+/// What rank 0 tells the others once it sized the start.
+struct rank_pool {
+  std::uint64_t parallel = 0;
+  std::uint64_t pages = 0;
+  std::uint64_t state_slots = 0;  // the engine's recurrent-state slots
+  std::uint64_t max_queue = 0;
+};
+
+template <class C>
+void set_deadline(C& comm, std::chrono::milliseconds t) {
+  if constexpr (requires { comm.set_timeout(t); }) comm.set_timeout(t);
+}
+
+template <class B, class C>
+typename B::options split_options(open_options const& o, C& comm) {
+  auto bo = backend_options<B>(o);
+  bo.ranks = dist::tensor_parallel::over(comm);
+  return bo;
+}
+
+}  // namespace detail
+
+/// Rank 0: as open_served, with the weights split over `comm`'s ranks. `size` sizes the start
+/// (it must call dist::budget_over_ranks, which the other ranks' report_room pairs with).
+template <class Registry = families::builtin, dist::host_communicator C>
+served_over_ranks open_served_over_ranks(C& comm, std::filesystem::path const& path,
+                                         open_options const& o, host_config host,
+                                         std::function<pool_size(model_costs const&)> const& size,
+                                         std::string const& chat_template, draft_config drafts,
+                                         rank_deadlines deadlines) {
+  using B = backend::cpu;
+  detail::set_deadline(comm, deadlines.load);
+  auto file =
+      std::make_unique<model::model_file>(model::model_file::open(path, model::load_mode::map));
+  served_over_ranks out;
+  with_family<Registry, B>(*file, [&](auto family_type) {
+    using F = typename decltype(family_type)::type;
+    using E = file_engine<F, B>;
+    using L = rank_leader<E, C>;
+    dist::agree_on_model(comm, dist::model_identity::of(*file, path, F::name));
+    auto const granted =
+        size({F::name, E::kv_bytes_per_token(*file, o.kv), E::state_bytes_per_stream(*file)});
+    host.parallel = granted.parallel;
+    auto codec =
+        tokenizer::load_codec(*file, path, path.filename().string(), builtin_chat_template<F>());
+    if (!chat_template.empty())
+      codec = tokenizer::text_codec(codec.tokens(), codec.model_id(), chat_template);
+    std::int32_t const slots =
+        E::has_state ? static_cast<std::int32_t>((drafts.source ? 3 : 2) * granted.parallel) : 0;
+    detail::rank_pool pool{granted.parallel, granted.pages, static_cast<std::uint64_t>(slots),
+                           host.max_queue};
+    comm.broadcast(std::as_writable_bytes(std::span(&pool, 1)), 0);
+    if (o.load == model::load_mode::read)
+      file = std::make_unique<model::model_file>(model::model_file::open(path, o.load));
+    kv_shape const kv{static_cast<std::int32_t>(granted.pages), o.page_tokens, o.kv, slots};
+    auto e = std::make_unique<E>(std::move(file), kv, detail::split_options<B>(o, comm));
+    // Every rank has loaded once this arrives: from here a silent rank is a failure.
+    std::int64_t admission_slots = lane_host<E, F>::admission_slots(*e, host, drafts);
+    comm.broadcast(std::as_writable_bytes(std::span(&admission_slots, 1)), 0);
+    detail::set_deadline(comm, deadlines.serving);
+    auto leader = std::make_unique<L>(std::move(e), comm, deadlines.beat);
+    auto* link = leader.get();
+    host.ranks = comm.size();
+    host.decisions = [link](std::vector<decision> ds) { link->take(std::move(ds)); };
+    out.link = link;
+    out.served = std::make_shared<lane_served_model<L, F, tokenizer::text_codec>>(
+        std::move(leader), std::move(codec), host, drafts);
+  });
+  return out;
+}
+
+/// A rank > 0: opens and checks the model with rank 0, reports its room (`room(costs)` calls
+/// dist::report_room), loads its shard of the pool rank 0 sized, and replays rank 0's calls until
+/// it stops. Returns every rank's census (index = rank). Throws tf::error when rank 0 dies or stops
+/// answering, naming it.
+template <class Registry = families::builtin, dist::host_communicator C>
+std::vector<kv::census> follow_over_ranks(C& comm, std::filesystem::path const& path,
+                                          open_options const& o,
+                                          std::function<void(model_costs const&)> const& room,
+                                          rank_deadlines deadlines) {
+  using B = backend::cpu;
+  detail::set_deadline(comm, deadlines.load);
+  auto file =
+      std::make_unique<model::model_file>(model::model_file::open(path, model::load_mode::map));
+  std::vector<kv::census> out;
+  with_family<Registry, B>(*file, [&](auto family_type) {
+    using F = typename decltype(family_type)::type;
+    using E = file_engine<F, B>;
+    dist::agree_on_model(comm, dist::model_identity::of(*file, path, F::name));
+    room({F::name, E::kv_bytes_per_token(*file, o.kv), E::state_bytes_per_stream(*file)});
+    detail::rank_pool pool;
+    comm.broadcast(std::as_writable_bytes(std::span(&pool, 1)), 0);
+    if (o.load == model::load_mode::read)
+      file = std::make_unique<model::model_file>(model::model_file::open(path, o.load));
+    kv_shape const kv{static_cast<std::int32_t>(pool.pages), o.page_tokens, o.kv,
+                      static_cast<std::int32_t>(pool.state_slots)};
+    E e(std::move(file), kv, detail::split_options<B>(o, comm));
+    lane_config lc;
+    lc.max_running = static_cast<std::size_t>(pool.parallel);
+    lc.max_queue = static_cast<std::size_t>(pool.max_queue);
+    lc.rank = comm.rank();
+    lc.ranks = comm.size();
+    lc.log = [](std::string_view) {};
+    std::int64_t admission_slots = 0;
+    comm.broadcast(std::as_writable_bytes(std::span(&admission_slots, 1)), 0);
+    lane_admission<F> mirror(pool_config_from<pool_of<F>>::make(e, admission_slots), lc);
+    detail::set_deadline(comm, deadlines.serving);
+    out = follow_leader(comm, e, mirror);
+  });
+  return out;
+}
+
+}  // namespace tf::serve
