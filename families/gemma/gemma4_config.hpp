@@ -168,6 +168,7 @@ gemma4_hparams gemma4_hparams_from_gguf(Gguf const& g) {
     (hp.is_sliding(l) ? hp.num_kv_heads : hp.num_global_kv_heads) = static_cast<int>(kv[i]);
     if (!hp.is_sliding(l) && full < 0) full = l;
     if (ff[i] != hp.intermediate_size) hp.double_wide_mlp = true;
+    hp.ffn_widths.push_back(static_cast<int>(ff[i]));
   }
   if (hp.num_kv_heads <= 0) hp.num_kv_heads = hp.num_global_kv_heads;
   if (hp.num_global_kv_heads <= 0) hp.num_global_kv_heads = hp.num_kv_heads;
@@ -196,6 +197,8 @@ gemma4_hparams gemma4_hparams_from_gguf(Gguf const& g) {
   if (experts > 0) {
     hp.moe = true;
     hp.num_experts = experts;
+    hp.top_k_experts = opt_int("expert_used_count", 0);
+    hp.moe_intermediate_size = opt_int("expert_feed_forward_length", 0);
   }
   return hp;
 }

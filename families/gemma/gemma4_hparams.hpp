@@ -28,8 +28,9 @@ struct gemma4_hparams {
   bool k_eq_v = false;                  // full layers take V from k_proj's output
   int num_kv_shared_layers = 0;         // the last layers reuse an earlier layer's KV
   bool double_wide_mlp = false;         // KV-shared layers' MLP is twice as wide
-  int ple_dim = 0;                      // hidden_size_per_layer_input (0: no PLE)
-  int ple_vocab = 0;                    // vocab_size_per_layer_input
+  std::vector<int> ffn_widths;  // each layer's MLP width as a GGUF lists it; empty: the rule
+  int ple_dim = 0;              // hidden_size_per_layer_input (0: no PLE)
+  int ple_vocab = 0;            // vocab_size_per_layer_input
   bool moe = false;
   int num_experts = 0;
   int top_k_experts = 0;
@@ -54,6 +55,7 @@ struct gemma4_hparams {
   /// Full layers with k_eq_v have no v_proj.
   bool v_from_k(int l) const { return k_eq_v && !is_sliding(l); }
   std::int64_t ffn_size(int l) const {
+    if (!ffn_widths.empty()) return ffn_widths[static_cast<std::size_t>(l)];
     return std::int64_t{intermediate_size} * (double_wide_mlp && is_kv_shared(l) ? 2 : 1);
   }
   /// Every layer's KV shape; a KV-shared layer holds none and reads its source's.

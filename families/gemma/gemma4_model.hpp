@@ -65,7 +65,9 @@ class gemma4_model {
         // m = post_norm_1(mlp) + post_norm_2(experts(pre_norm_2(x))), routed on x.
         be.rmsnorm(b_.xn, L.post_norm_1, moe_a_, eps);
         be.rmsnorm(b_.x, L.pre_norm_2, moe_in_, eps);
-        layers::moe(be, s, L.moe, routing_, moe_in_, moe_b_);
+        auto routing = routing_;
+        routing.expert_scale = L.expert_scale;
+        layers::moe(be, s, L.moe, routing, moe_in_, moe_b_);
         be.rmsnorm(moe_b_, L.post_norm_2, b_.xn, eps);
         be.add(b_.xn, moe_a_);
       }

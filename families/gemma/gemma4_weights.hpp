@@ -55,19 +55,27 @@ struct gemma4_ple_names {
                                          "model.layers.{}.post_per_layer_input_norm.weight"};
 };
 
-/// The MoE block's tensors (HF names; tf reads MoE Gemma 4 from HF files).
+/// The MoE block's tensors. GGUF keeps the experts stacked as gate|up and down (or gate and up
+/// apart), router.scale as ffn_gate_inp.scale and per_expert_scale as ffn_down_exps.scale.
 struct gemma4_moe_names {
-  static constexpr std::string_view router = "model.layers.{}.router.proj.weight";
-  static constexpr std::string_view router_scale = "model.layers.{}.router.scale";
-  static constexpr std::string_view expert_scale = "model.layers.{}.router.per_expert_scale";
-  static constexpr std::string_view gate_up = "model.layers.{}.experts.gate_up_proj";
-  static constexpr std::string_view down = "model.layers.{}.experts.down_proj";
-  static constexpr std::string_view pre_norm_2 =
-      "model.layers.{}.pre_feedforward_layernorm_2.weight";
-  static constexpr std::string_view post_norm_1 =
-      "model.layers.{}.post_feedforward_layernorm_1.weight";
-  static constexpr std::string_view post_norm_2 =
-      "model.layers.{}.post_feedforward_layernorm_2.weight";
+  static constexpr gemma4_name router{"blk.{}.ffn_gate_inp.weight",
+                                      "model.layers.{}.router.proj.weight"};
+  static constexpr gemma4_name router_scale{"blk.{}.ffn_gate_inp.scale",
+                                            "model.layers.{}.router.scale"};
+  static constexpr gemma4_name expert_scale{"blk.{}.ffn_down_exps.scale",
+                                            "model.layers.{}.router.per_expert_scale"};
+  static constexpr gemma4_name gate_up{"blk.{}.ffn_gate_up_exps.weight",
+                                       "model.layers.{}.experts.gate_up_proj"};
+  static constexpr gemma4_name gate{"blk.{}.ffn_gate_exps.weight", ""};
+  static constexpr gemma4_name up{"blk.{}.ffn_up_exps.weight", ""};
+  static constexpr gemma4_name down{"blk.{}.ffn_down_exps.weight",
+                                    "model.layers.{}.experts.down_proj"};
+  static constexpr gemma4_name pre_norm_2{"blk.{}.pre_ffw_norm_2.weight",
+                                          "model.layers.{}.pre_feedforward_layernorm_2.weight"};
+  static constexpr gemma4_name post_norm_1{"blk.{}.post_ffw_norm_1.weight",
+                                           "model.layers.{}.post_feedforward_layernorm_1.weight"};
+  static constexpr gemma4_name post_norm_2{"blk.{}.post_ffw_norm_2.weight",
+                                           "model.layers.{}.post_feedforward_layernorm_2.weight"};
 };
 
 /// One decoder layer's weights on backend B.
@@ -83,9 +91,10 @@ struct gemma4_layer_weights {
   typename B::vector ple_post_norm;
   // MoE block (beside the dense MLP): the experts read pre_norm_2(x); the router reads
   // rmsnorm(x) * router.scale / sqrt(hidden), folded into its columns over pre_norm_2's weights;
-  // each expert's down rows carry its per_expert_scale.
+  // each pick's routed weight is times its expert's per_expert_scale (the routing's factors).
   layers::moe_weights<B> moe;
   typename B::vector pre_norm_2, post_norm_1, post_norm_2;
+  std::vector<float> expert_scale;  // [experts], on the host: routing reads it
 };
 
 /// All of a Gemma 4 model's weights; matrices may point into the file, which must outlive them.
@@ -100,8 +109,8 @@ struct gemma4_weights {
   typename B::matrix ple_embd, ple_proj;
   typename B::vector ple_proj_norm;
   std::vector<gemma4_layer_weights<B>> layers;
-  /// Rows computed at load (the folded router and expert down rows), kept where the backend's
-  /// matrices point at host memory.
+  /// Rows computed at load (the folded router), kept where the backend's matrices point at host
+  /// memory.
   std::vector<std::shared_ptr<std::vector<float> const>> host_rows;
 };
 
@@ -135,11 +144,10 @@ gemma4_weights<B> bind_gemma4_weights(File const& file, gemma4_hparams const& hp
         hp.num_heads, hp.num_kv_heads, hp.num_global_kv_heads, hp.head_dim, hp.global_head_dim,
         hp.hidden_size, hp.num_layers, hp.num_kv_shared_layers, hp.vocab_size,
         hp.intermediate_size);
-  if (hp.moe && (style != name_style::hf || hp.num_experts <= 0 || hp.top_k_experts <= 0 ||
+  if (hp.moe && (hp.num_experts <= 0 || hp.top_k_experts <= 0 ||
                  hp.top_k_experts > hp.num_experts || hp.moe_intermediate_size <= 0))
-    throw error("tf: gemma4 MoE of {} experts, top {}, width {} from {} (tf reads it from HF)",
-                hp.num_experts, hp.top_k_experts, hp.moe_intermediate_size,
-                style == name_style::hf ? "HF" : "GGUF");
+    throw error("tf: gemma4 MoE of {} experts, top {}, width {}", hp.num_experts, hp.top_k_experts,
+                hp.moe_intermediate_size);
   for (int l = hp.first_shared_layer(); l < hp.num_layers; ++l)
     if (hp.kv_source(l) < 0)
       throw error("tf: gemma4 KV-shared layer {} has no earlier layer of its kind to read", l);
@@ -182,8 +190,8 @@ gemma4_weights<B> bind_gemma4_weights(File const& file, gemma4_hparams const& hp
                                    v.data() + r * m.cols, m.cols);
     return v;
   };
-  auto host_floats = [&](std::string_view pattern, int layer, std::int64_t n) {
-    auto const* t = named({pattern, pattern}, layer);
+  auto host_floats = [&](gemma4_name name, int layer, std::int64_t n) {
+    auto const* t = named(name, layer);
     if (t->elements() != n)
       throw error("tf: gemma4 {} has {} elements, expected {}", t->name, t->elements(), n);
     std::vector<float> v(static_cast<std::size_t>(n));
@@ -193,12 +201,12 @@ gemma4_weights<B> bind_gemma4_weights(File const& file, gemma4_hparams const& hp
   auto bind_moe = [&](int i, gemma4_layer_weights<B>& l) {
     using n = gemma4_moe_names;
     std::int64_t const E = hp.num_experts, ff = hp.moe_intermediate_size;
-    l.pre_norm_2 = named_vec({n::pre_norm_2, n::pre_norm_2}, i, h);
-    l.post_norm_1 = named_vec({n::post_norm_1, n::post_norm_1}, i, h);
-    l.post_norm_2 = named_vec({n::post_norm_2, n::post_norm_2}, i, h);
+    l.pre_norm_2 = named_vec(n::pre_norm_2, i, h);
+    l.post_norm_1 = named_vec(n::post_norm_1, i, h);
+    l.post_norm_2 = named_vec(n::post_norm_2, i, h);
     auto const pre2 = host_floats(n::pre_norm_2, i, h);
     auto const scale = host_floats(n::router_scale, i, h);
-    auto router = floats_of(b.host_of(named({n::router, n::router}, i), E, h));
+    auto router = floats_of(b.host_of(named(n::router, i), E, h));
     float const root = 1.0f / std::sqrt(static_cast<float>(h));
     for (std::int64_t e = 0; e < E; ++e)
       for (std::int64_t j = 0; j < h; ++j) {
@@ -208,15 +216,23 @@ gemma4_weights<B> bind_gemma4_weights(File const& file, gemma4_hparams const& hp
         router[static_cast<std::size_t>(e * h + j)] *= scale[at] * root / pre2[at];
       }
     l.moe.router = owned(std::move(router), E, h);
-    auto const pes = host_floats(n::expert_scale, i, E);
-    auto const both = stacked_experts(*named({n::gate_up, n::gate_up}, i), 2 * ff, h, E);
-    auto const down = stacked_experts(*named({n::down, n::down}, i), h, ff, E);
-    for (std::size_t e = 0; e < both.size(); ++e) {
-      auto d = floats_of(down[e]);
-      for (auto& x : d) x *= pes[e];
-      l.moe.experts.push_back({be.upload(row_slice(both[e], 0, ff)),
-                               be.upload(row_slice(both[e], ff, ff)), owned(std::move(d), h, ff)});
+    l.expert_scale = host_floats(n::expert_scale, i, E);
+    auto const down = stacked_experts(*named(n::down, i), h, ff, E);
+    auto const gate_up_name =
+        model::expand(style == name_style::gguf ? n::gate_up.gguf : n::gate_up.hf, i);
+    if (auto const* gu = file.find_tensor(gate_up_name)) {
+      auto const both = stacked_experts(*gu, 2 * ff, h, E);
+      for (std::size_t e = 0; e < both.size(); ++e)
+        l.moe.experts.push_back({be.upload(row_slice(both[e], 0, ff)),
+                                 be.upload(row_slice(both[e], ff, ff)), be.upload(down[e])});
+      return;
     }
+    if (style != name_style::gguf)
+      throw error("tf: gemma4 model lacks the tensor {}", gate_up_name);
+    auto const gate = stacked_experts(*named(n::gate, i), ff, h, E);
+    auto const up = stacked_experts(*named(n::up, i), ff, h, E);
+    for (std::size_t e = 0; e < gate.size(); ++e)
+      l.moe.experts.push_back({be.upload(gate[e]), be.upload(up[e]), be.upload(down[e])});
   };
   if (ple > 0) {
     using n = gemma4_ple_names;

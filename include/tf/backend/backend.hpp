@@ -53,7 +53,7 @@ enum class routing_kind : unsigned char {
 
 /// A MoE layer's routing: kind, k experts per token, renormalised weights times `scale`; groups
 /// for sigmoid_groups; `act` is the experts' activation (gated, or act(up x) for experts without a
-/// gate).
+/// gate); `expert_scale`, when given, multiplies each pick's weight by its expert's factor.
 struct routing_params {
   routing_kind kind = routing_kind::softmax_top_k;
   int experts = 0;
@@ -63,6 +63,7 @@ struct routing_params {
   int groups = 1;
   int top_groups = 1;
   activation act = activation::silu;
+  std::span<float const> expert_scale{};  // [experts] or empty; host floats the weights own
 };
 
 /// A Mamba2 selective scan: `heads` heads of `head_dim` channels share B and C within each of

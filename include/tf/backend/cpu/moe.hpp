@@ -38,6 +38,14 @@ inline void top_k(float const* scores, char const* allowed, int n, int k, std::i
   }
 }
 
+/// weight[k] *= r.expert_scale[pick[k]] when the routing has per-expert factors (Gemma 4).
+inline void scale_by_expert(routing_params const& r, std::int32_t const* pick, float* weight) {
+  if (r.expert_scale.empty()) return;
+  if (static_cast<int>(r.expert_scale.size()) != r.experts)
+    throw error("tf: {} per-expert scales for {} experts", r.expert_scale.size(), r.experts);
+  for (int k = 0; k < r.k; ++k) weight[k] *= r.expert_scale[static_cast<std::size_t>(pick[k])];
+}
+
 /// Picks r.k experts for one token from its router logits [r.experts] into pick/weight [r.k].
 inline void route(routing_params const& r, float const* logits, float const* bias,
                   std::int32_t* pick, float* weight) {
@@ -58,6 +66,7 @@ inline void route(routing_params const& r, float const* logits, float const* bia
     for (int k = 0; k < K; ++k) sum += weight[k] = s[static_cast<std::size_t>(pick[k])];
     for (int k = 0; k < K; ++k)
       weight[k] = (r.normalize ? weight[k] / sum : weight[k]) * (r.scale == 1.0f ? 1.0f : r.scale);
+    scale_by_expert(r, pick, weight);
     return;
   }
   // sigmoid_groups: choose by score + bias within the best groups (a group's score is the sum of
@@ -96,6 +105,7 @@ inline void route(routing_params const& r, float const* logits, float const* bia
   for (int k = 0; k < K; ++k)
     weight[k] =
         r.normalize ? static_cast<float>(weight[k] / (sum + 1e-20)) * r.scale : weight[k] * r.scale;
+  scale_by_expert(r, pick, weight);
 }
 
 /// Working memory of one MoE call.
