@@ -263,6 +263,10 @@ class cpu {
       cpu_parts::rmsnorm(row(x, out[static_cast<std::size_t>(i)]), norm.data(),
                          head_in_.data() + i * h, h, eps);
     cpu_parts::matmul(*pool_, head, head_in_.data(), logits, m);
+    if (hidden_out_)
+      per_row(x.rows, [&](std::int64_t t) {
+        cpu_parts::rmsnorm(row(x, t), norm.data(), hidden_out_ + t * h, h, eps);
+      });
     if (softcap > 0.0f) {
       constexpr std::int64_t chunk = 8192;
       std::int64_t const total = m * head.rows;
@@ -272,6 +276,11 @@ class cpu {
       });
     }
   }
+
+  /// Until the next call, logits() also writes every token's final hidden state (the output
+  /// norm of the residual stream: what the head reads) [tokens, hidden] to `out`; null: none.
+  /// MTP heads read it; the logits do not change.
+  void capture_hidden(float* out) { hidden_out_ = out; }
 
   /// x = act(x) in place (an MLP without a gate: down(act(up x))).
   void activate(step const& s, activation act, buffer& x) {
@@ -499,6 +508,7 @@ class cpu {
   std::vector<std::vector<std::byte>> owned_;  // moving a vector keeps its bytes where they are
   step step_;
   std::vector<float> head_in_;
+  float* hidden_out_ = nullptr;  // capture_hidden's target
   cpu_parts::moe_scratch moe_;
   bool record_routes_ = false;
   std::vector<std::vector<std::int32_t>> routes_;

@@ -100,6 +100,25 @@ class engine {
       model_.forward(be_, kv_, step, logits);
   }
 
+  /// Whether forward() can also give the final hidden states (MTP heads read them).
+  static constexpr bool gives_hidden = requires(Backend & b, float* p) { b.capture_hidden(p); };
+
+  /// forward(), and every token's final hidden state (the residual stream after the output norm:
+  /// what the head reads) [tokens of all rows, hidden_size()] into `hidden`. The logits are the
+  /// same bits as forward()'s.
+  void forward(std::span<batch_row const> rows, float* logits,
+               float* hidden) requires gives_hidden {
+    be_.capture_hidden(hidden);
+    try {
+      forward(rows, logits);
+    } catch (...) {
+      be_.capture_hidden(nullptr);
+      throw;
+    }
+    be_.capture_hidden(nullptr);
+  }
+  std::int64_t hidden_size() const { return model_.bound().hp.hidden_size; }
+
   /// Runs every row and samples each logit row i with samplers[i] over histories[i] (one per
   /// logits_rows(rows)) into out[i]. On a backend that samples on the device, when every sampler
   /// is device-eligible, only tokens and logprobs leave the device; otherwise (a grammar, many top

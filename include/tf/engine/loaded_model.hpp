@@ -47,6 +47,14 @@ class loaded_model {
   virtual bool recurrent() const { return false; }
   /// Runs `rows` over this model's KV store (see tf::engine::forward).
   virtual void forward(std::span<batch_row const> rows, float* logits) = 0;
+  /// Width of the final hidden state forward_hidden gives; 0 where the backend gives none.
+  virtual std::int64_t hidden_size() const { return 0; }
+  /// forward(), and every token's final hidden state [tokens, hidden_size()] into `hidden` (see
+  /// tf::engine::forward); only where hidden_size() > 0.
+  virtual void forward_hidden(std::span<batch_row const> rows, float* logits, float* hidden) {
+    (void)rows, (void)logits, (void)hidden;
+    throw error("tf: the '{}' model on {} gives no hidden states", family(), backend());
+  }
   /// Runs `rows` and samples each logit row (see tf::engine::forward_sample): on the device where
   /// the backend can; this default copies the logits to the host for sampler::sample.
   virtual void forward_sample(std::span<batch_row const> rows,

@@ -64,6 +64,16 @@ class loaded_engine final : public loaded_model {
   void forward(std::span<batch_row const> rows, float* logits) override {
     engine_.forward(rows, logits);
   }
+  std::int64_t hidden_size() const override {
+    if constexpr (engine_type::gives_hidden) return engine_.hidden_size();
+    return 0;
+  }
+  void forward_hidden(std::span<batch_row const> rows, float* logits, float* hidden) override {
+    if constexpr (engine_type::gives_hidden)
+      engine_.forward(rows, logits, hidden);
+    else
+      loaded_model::forward_hidden(rows, logits, hidden);
+  }
   void forward_sample(std::span<batch_row const> rows, std::span<sample::sampler* const> samplers,
                       std::span<std::span<std::int32_t const> const> histories,
                       std::span<sample::sample_result> out) override {

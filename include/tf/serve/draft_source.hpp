@@ -24,6 +24,15 @@ class draft_source {
   /// Appends at most `max` proposed tokens to `out`.
   virtual void propose(std::span<std::int32_t const> history, std::size_t max,
                        std::vector<std::int32_t>& out) = 0;
+  /// Sources that read the target's final hidden states (MTP heads): their width; 0: none.
+  virtual std::size_t hidden_size() const { return 0; }
+  /// The target ran positions `first` .. `first + n - 1` of a stream whose tokens through them are
+  /// `tokens` (tokens.size() == first + n); `hidden` [n, hidden_size()] are their final hidden
+  /// states. Only positions whose tokens stand (prompt, emitted, accepted drafts) are observed.
+  virtual void observe(std::span<std::int32_t const> tokens, std::size_t first,
+                       std::span<float const> hidden) {
+    (void)tokens, (void)first, (void)hidden;
+  }
 };
 
 /// How the n-gram source matches.

@@ -67,6 +67,7 @@ class lane_host {
         draft_(std::move(drafts)),
         slots_per_lane_(lane_slots(model, cfg_, draft_)),
         drafts_on_(draft_.source && draft_.max_tokens > 0 && (!has_state || slots_per_lane_ == 2)),
+        observe_(observes(model, draft_, drafts_on_)),
         admission_(
             pool_config_from<pool_type>::make(model, pool_slots(model, cfg_, slots_per_lane_)),
             admission_config(cfg_)) {
@@ -502,6 +503,46 @@ class lane_host {
     return r;
   }
 
+  static constexpr bool gives_hidden = requires(Model & m, std::span<batch_row const> r, float* p) {
+    m.forward(r, p, p);
+  };
+
+  // Whether the drafts read the final hidden states (an MTP head); throws where the source wants
+  // them and the model cannot give them.
+  static bool observes(Model& m, draft_config const& d, bool on) {
+    if (!on || d.source->hidden_size() == 0) return false;
+    if constexpr (gives_hidden) {
+      if (static_cast<std::size_t>(m.hidden_size()) == d.source->hidden_size()) return true;
+      throw error("tf: the {} drafts read hidden states of {} values; the model's are {}",
+                  d.source->name(), d.source->hidden_size(), m.hidden_size());
+    } else {
+      throw error("tf: the {} drafts read the model's hidden states, which it does not give",
+                  d.source->name());
+    }
+  }
+
+  // model_.forward, and every token's final hidden state into hidden_ where drafts read them.
+  void run_rows(std::span<batch_row const> rows, float* logits) {
+    if constexpr (gives_hidden) {
+      if (observe_) {
+        std::size_t n = 0;
+        for (auto const& r : rows) n += r.tokens.size();
+        hidden_.resize(n * draft_.source->hidden_size());
+        model_.forward(rows, logits, hidden_.data());
+        return;
+      }
+    }
+    model_.forward(rows, logits);
+  }
+
+  // Hands the source the hidden states of `n` positions from `first` (hidden_'s rows from
+  // `row`); `tokens` is the stream's tokens through them.
+  void observe(std::span<std::int32_t const> tokens, std::size_t first, std::size_t row,
+               std::size_t n) {
+    auto const h = draft_.source->hidden_size();
+    draft_.source->observe(tokens, first, std::span<float const>(hidden_).subspan(row * h, n * h));
+  }
+
   // Prompt tokens per round of a scored prompt: its logits rows stay within score_bytes.
   std::size_t score_chunk() const {
     return std::max<std::size_t>(1, score_bytes / (vocab() * sizeof(float)));
@@ -535,7 +576,7 @@ class lane_host {
       if (scored) {
         row.all_logits = true;
         logits.resize(n * vocab());
-        model_.forward(std::span<batch_row const>(&row, 1), logits.data());
+        run_rows(std::span<batch_row const>(&row, 1), logits.data());
         score_prompt(l, logits, n);
         if (sample_first)
           first = l.sampler->sample(std::span<float const>(logits).subspan((n - 1) * vocab()),
@@ -543,6 +584,8 @@ class lane_host {
       } else {
         first = read_chunk(l, row, sample_first, logits);
       }
+      if (observe_)
+        observe(std::span<std::int32_t const>(l.req.prompt).first(l.pos + n), l.pos, 0, n);
       l.pos += n;
       if constexpr (has_state)
         if (l.pos == l.keep_at) take_snapshot(l);
@@ -557,7 +600,7 @@ class lane_host {
   std::optional<sample::sample_result> read_chunk(lane& l, batch_row const& row, bool sample,
                                                   std::vector<float>& logits) {
     if constexpr (sampling_model<Model>) {
-      if (sample) {
+      if (sample && !observe_) {
         sample::sampler* s = &*l.sampler;
         std::span<std::int32_t const> const h = l.history;
         sample::sample_result first;
@@ -566,7 +609,7 @@ class lane_host {
       }
     }
     logits.resize(vocab());
-    model_.forward(std::span<batch_row const>(&row, 1), logits.data());
+    run_rows(std::span<batch_row const>(&row, 1), logits.data());
     if (sample) return l.sampler->sample(logits, l.history);
     return std::nullopt;
   }
@@ -605,7 +648,7 @@ class lane_host {
     // Each lane's tokens of this round go to its verdict, then out in one loop.
     bool sampled = false;
     if constexpr (sampling_model<Model>) {
-      if (!drafted) {
+      if (!drafted && !observe_) {
         std::vector<sample::sampler*> samplers;
         std::vector<std::span<std::int32_t const>> histories;
         for (auto* l : row_lanes) {
@@ -627,12 +670,24 @@ class lane_host {
         for (auto* l : row_lanes)
           if (!l->drafts.empty()) model_.copy_state(l->slot, l->draft_slot);
       logits.resize(static_cast<std::size_t>(logits_rows(rows)) * vocab());
-      model_.forward(std::span<batch_row const>(rows), logits.data());
+      run_rows(std::span<batch_row const>(rows), logits.data());
       for (std::size_t i = 0, at = 0; i < row_lanes.size(); ++i) {
         auto const n = rows[i].tokens.size();
         judge(*row_lanes[i], std::span<float const>(logits).subspan(at * vocab(), n * vocab()));
         at += n;
       }
+      // The positions whose tokens stand: the pending one and the accepted drafts.
+      if (observe_)
+        for (std::size_t i = 0, at = 0; i < row_lanes.size(); ++i) {
+          auto const& l = *row_lanes[i];
+          auto const n = std::min(l.verdict.size(), rows[i].tokens.size());
+          auto const row = std::exchange(at, at + rows[i].tokens.size());
+          if (n == 0) continue;
+          observed_.assign(l.history.begin(), l.history.end());
+          observed_.insert(observed_.end(), l.drafts.begin(),
+                           l.drafts.begin() + static_cast<std::ptrdiff_t>(n - 1));
+          observe(observed_, l.pos, row, n);
+        }
       if constexpr (has_state) replay_accepted(rows, row_lanes, logits);
     }
     for (auto* l : row_lanes)
@@ -797,6 +852,9 @@ class lane_host {
   draft_config draft_;
   std::size_t slots_per_lane_;  // slotted pools: lane slots (snapshot, draft) per lane
   bool drafts_on_;              // a source is set and the pool can take back rejected drafts
+  bool observe_;                // the source reads the final hidden states of what runs
+  std::vector<float> hidden_;   // the last run_rows' hidden states, when observe_
+  std::vector<std::int32_t> observed_;  // a lane's tokens through the positions it observes
 
   mutable std::mutex mutex_;  // guards admission_, the queues and the snapshot
   lane_admission<Family> admission_;

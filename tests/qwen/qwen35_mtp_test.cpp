@@ -1,0 +1,247 @@
+// Qwen3.5's MTP head (families/qwen/qwen35_mtp.hpp) on fixtures/qwen/tiny35_mtp (made by
+// fixtures/scripts/make_qwen35_mtp_tiny.py, whose float64 numpy forward of the head is the
+// oracle): its logits and hidden states for 12 positions and its greedy chain; the engine's
+// forward with hidden states (tf::engine::forward(rows, logits, hidden)); and MTP drafts
+// (tf::serve::mtp_draft) in the lane host: replies equal to the replies without drafts, greedy
+// and seeded, solo and 4 at once, with drafts accepted.
+#include <families/qwen/qwen35.hpp>
+#include <families/qwen/qwen35_mtp.hpp>
+#include <tf/backend/cpu.hpp>
+#include <tf/engine/engine.hpp>
+#include <tf/serve/lane_host.hpp>
+#include <tf/serve/mtp_draft.hpp>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace qwen = tf::families::qwen;
+using tf::model::model_file;
+using namespace std::chrono_literals;
+using dense_engine = tf::engine<qwen::qwen35, tf::backend::cpu>;
+
+namespace {
+
+std::string const dir = std::string(TF_FIXTURES_DIR) + "/qwen/tiny35_mtp";
+
+struct oracle {
+  std::int64_t T = 0, K = 0, H = 0, V = 0;
+  std::vector<std::int32_t> tokens, chain;
+  std::vector<float> hidden_in, logits, hidden_out, chain_logits;
+};
+
+oracle const& load_oracle() {
+  static oracle const o = [] {
+    oracle o;
+    auto const j = nlohmann::json::parse(std::ifstream(dir + "/mtp_oracle.json"));
+    o.T = j.at("T");
+    o.K = j.at("K");
+    o.H = j.at("hidden");
+    o.V = j.at("vocab");
+    o.tokens = j.at("tokens").get<std::vector<std::int32_t>>();
+    o.chain = j.at("chain").get<std::vector<std::int32_t>>();
+    std::ifstream bin(dir + "/mtp_oracle.bin", std::ios::binary);
+    auto read = [&](std::vector<float>& v, std::int64_t n) {
+      v.resize(static_cast<std::size_t>(n));
+      bin.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * 4));
+    };
+    read(o.hidden_in, o.T * o.H);
+    read(o.logits, o.T * o.V);
+    read(o.hidden_out, o.T * o.H);
+    read(o.chain_logits, o.K * o.V);
+    REQUIRE(bin.good());
+    return o;
+  }();
+  return o;
+}
+
+float max_abs_diff(std::span<float const> a, std::span<float const> b) {
+  REQUIRE(a.size() == b.size());
+  float d = 0.0f;
+  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+  return d;
+}
+
+std::int32_t argmax(std::span<float const> row) {
+  return static_cast<std::int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+}  // namespace
+
+// The oracle runs in float64; tf's f32 head differs by its rounding (~1e-6 on logits of ~5).
+TEST_CASE("the Qwen3.5 MTP head: logits and hidden states within 1e-4 of the numpy oracle") {
+  auto const& o = load_oracle();
+  auto file = model_file::open(dir);
+  auto head = qwen::open_qwen35_mtp_head(file);
+  REQUIRE(head);
+  CHECK(head->hidden_size() == o.H);
+  CHECK(head->vocab_size() == o.V);
+  head->set_streams(64, 1);
+  std::vector<std::int32_t> const pages{0};
+  auto const T = static_cast<std::size_t>(o.T), V = static_cast<std::size_t>(o.V),
+             H = static_cast<std::size_t>(o.H);
+  std::vector<float> logits(T * V), hidden(T * H);
+  tf::batch_row r{o.tokens, 0, pages, true, -1};
+  head->forward({&r, 1}, o.hidden_in.data(), logits.data(), hidden.data());
+  CHECK(max_abs_diff(logits, o.logits) < 1e-4f);
+  CHECK(max_abs_diff(hidden, o.hidden_out) < 1e-4f);
+
+  // The greedy chain: each step reads the head's own hidden state and its last token.
+  std::vector<float> step(hidden.end() - static_cast<std::ptrdiff_t>(H), hidden.end());
+  std::vector<float> row(logits.end() - static_cast<std::ptrdiff_t>(V), logits.end());
+  for (std::int64_t j = 0; j < o.K; ++j) {
+    INFO("chain step " << j);
+    auto const t = argmax(row);
+    CHECK(t == o.chain[static_cast<std::size_t>(j)]);
+    tf::batch_row d{std::span<std::int32_t const>(&t, 1), static_cast<std::int32_t>(T + j), pages,
+                    false, -1};
+    std::vector<float> out(H);
+    head->forward({&d, 1}, step.data(), row.data(), out.data());
+    CHECK(max_abs_diff(
+              row,
+              std::span<float const>(o.chain_logits).subspan(static_cast<std::size_t>(j) * V, V)) <
+          1e-4f);
+    step = out;
+  }
+
+  // The same positions in two calls (5, then 7 reading the first 5 from the head's KV): the same
+  // bits, since a row's results do not depend on its chunk.
+  std::vector<float> first(V), second(7 * V);
+  tf::batch_row a{std::span<std::int32_t const>(o.tokens).first(5), 0, pages, false, -1};
+  head->forward({&a, 1}, o.hidden_in.data(), first.data(), nullptr);
+  tf::batch_row b{std::span<std::int32_t const>(o.tokens).subspan(5), 5, pages, true, -1};
+  head->forward({&b, 1}, o.hidden_in.data() + 5 * H, second.data(), nullptr);
+  CHECK(
+      std::equal(first.begin(), first.end(), logits.begin() + 4 * static_cast<std::ptrdiff_t>(V)));
+  CHECK(std::equal(second.begin(), second.end(),
+                   logits.begin() + 5 * static_cast<std::ptrdiff_t>(V)));
+}
+
+TEST_CASE("a file without mtp tensors has no MTP head") {
+  auto file = model_file::open(std::string(TF_FIXTURES_DIR) + "/qwen/tiny35");
+  CHECK(qwen::open_qwen35_mtp_head(file) == nullptr);
+  tf::backend::cpu be;
+  CHECK_THROWS_WITH(qwen::load_qwen35_mtp_weights(file, be, false),
+                    Catch::Contains("carries no MTP head"));
+}
+
+TEST_CASE("the engine's forward with hidden states: the same logits, and the head reads them") {
+  auto file = model_file::open(dir);
+  tf::backend::cpu binder;
+  dense_engine e(qwen::load_qwen35_weights(file, binder), {4, 64, tf::kv_dtype::f32, 2}, {1});
+  STATIC_REQUIRE(dense_engine::gives_hidden);
+  auto const V = static_cast<std::size_t>(e.vocab_size());
+  auto const H = static_cast<std::size_t>(e.hidden_size());
+  std::vector<std::int32_t> const prompt{17, 301, 44, 90, 7, 88, 400, 123, 5};
+  std::vector<std::int32_t> const pages0{0}, pages1{1};
+  std::vector<float> plain(prompt.size() * V), with(prompt.size() * V), hidden(prompt.size() * H);
+  tf::batch_row r0{prompt, 0, pages0, true, 0};
+  e.forward({&r0, 1}, plain.data());
+  tf::batch_row r1{prompt, 0, pages1, true, 1};
+  e.forward({&r1, 1}, with.data(), hidden.data());
+  CHECK(plain == with);
+  // The hidden state is what the head reads: lm_head times it gives the logits (f32 sums in
+  // another order: within 1e-4).
+  auto const& out = e.bound_weights().output;
+  REQUIRE(out.type == tf::model::tensor_type::f32);
+  auto const* w = reinterpret_cast<float const*>(out.data);
+  float worst = 0.0f;
+  for (std::size_t t = 0; t < prompt.size(); ++t)
+    for (std::size_t v = 0; v < V; ++v) {
+      double s = 0.0;
+      for (std::size_t i = 0; i < H; ++i) s += double(w[v * H + i]) * hidden[t * H + i];
+      worst = std::max(worst, std::abs(static_cast<float>(s) - plain[t * V + v]));
+    }
+  CHECK(worst < 1e-4f);
+}
+
+namespace {
+
+using tf::serve::generation_request;
+using tf::serve::lane_host;
+
+struct served {
+  std::vector<std::vector<std::int32_t>> replies;
+  std::uint64_t drafted = 0, accepted = 0;
+};
+
+// Every request at once on `parallel` lanes of the tiny model, with MTP drafts or none.
+served serve(std::vector<generation_request> const& reqs, std::size_t parallel, bool mtp) {
+  static model_file const file = model_file::open(dir);
+  static tf::backend::cpu binder;
+  dense_engine e(qwen::load_qwen35_weights(file, binder),
+                 {96, 16, tf::kv_dtype::f32, static_cast<std::int32_t>(3 * parallel + 4)}, {1});
+  tf::serve::draft_config drafts;
+  if (mtp) {
+    drafts.source =
+        std::make_shared<tf::serve::mtp_draft>(qwen::open_qwen35_mtp_head(file), parallel, 256);
+    drafts.max_tokens = 4;
+  }
+  tf::serve::metrics m;
+  lane_host<dense_engine, qwen::qwen35> host(e, {parallel, 256, 64, 64}, &m, drafts);
+  CHECK(host.drafting() == mtp);
+  std::vector<std::shared_ptr<tf::serve::request_stream>> streams;
+  for (auto const& r : reqs) {
+    auto s = host.submit(r);
+    REQUIRE(s.status != tf::serve::submit_status::rejected);
+    streams.push_back(s.stream);
+  }
+  served out;
+  for (auto& s : streams) {
+    auto& reply = out.replies.emplace_back();
+    for (;;) {
+      auto c = s->next(100ms);
+      for (auto& t : c.tokens) reply.push_back(t.token);
+      if (c.done) break;
+    }
+  }
+  CHECK(host.shutdown(0ms).balanced());
+  out.drafted = m.draft_tokens.load();
+  out.accepted = m.draft_accepted.load();
+  return out;
+}
+
+std::vector<generation_request> requests(bool seeded) {
+  std::vector<generation_request> reqs;
+  for (int i = 0; i < 4; ++i) {
+    generation_request r;
+    for (int j = 0; j < 6 + 9 * i; ++j) r.prompt.push_back(3 + (37 * j + 101 * i) % 1190);
+    r.max_tokens = 24;
+    if (seeded) {
+      r.sampling.temperature = 0.8f;
+      r.sampling.top_k = 40;
+      r.sampling.top_p = 0.9f;
+      r.sampling.seed = 7 + static_cast<std::uint64_t>(i);
+    }
+    reqs.push_back(std::move(r));
+  }
+  return reqs;
+}
+
+}  // namespace
+
+TEST_CASE("MTP drafts: replies equal to the replies without drafts, and drafts accepted") {
+  for (bool const seeded : {false, true}) {
+    INFO((seeded ? "seeded" : "greedy"));
+    auto const reqs = requests(seeded);
+    auto const plain = serve(reqs, 4, false);
+    CHECK(plain.drafted == 0);
+    auto const together = serve(reqs, 4, true);
+    CHECK(together.replies == plain.replies);
+    CHECK(together.drafted > 0);
+    CHECK(together.accepted > 0);
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      auto const solo = serve({reqs[i]}, 1, true);
+      CHECK(solo.replies.front() == plain.replies[i]);
+    }
+    WARN("MTP drafts: " << together.drafted << " drafted, " << together.accepted << " accepted");
+  }
+}
