@@ -12,11 +12,11 @@
 #include <tf/error.hpp>
 #include <tf/layers/mlp.hpp>
 #include <tf/layers/moe.hpp>
+#include <tf/layers/mtp_input.hpp>
 #include <tf/model/model_file.hpp>
 
 #include <algorithm>
 #include <cstdint>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -159,23 +159,8 @@ class qwen35_mtp_head final : public mtp_head {
                float* hidden_out) override {
     auto const& hp = w_.hp;
     float const eps = hp.rms_norm_eps;
-    std::int64_t const h = hp.hidden_size;
     auto const& s = be_.begin(rows, kv_, hp.vocab_size);
-    be_.embed(s, w_.embd, e_, 1.0f);
-    std::int64_t const n = e_.rows;
-    h_.rows = n;
-    h_.cols = h;
-    h_.data.assign(hidden, hidden + n * h);
-    be_.rmsnorm(e_, w_.enorm, en_, eps);
-    be_.rmsnorm(h_, w_.hnorm, hn_, eps);
-    cat_.rows = n;
-    cat_.cols = 2 * h;
-    cat_.data.resize(static_cast<std::size_t>(n * 2 * h));
-    for (std::int64_t t = 0; t < n; ++t) {
-      std::copy_n(en_.data.data() + t * h, h, cat_.data.data() + t * 2 * h);
-      std::copy_n(hn_.data.data() + t * h, h, cat_.data.data() + t * 2 * h + h);
-    }
-    be_.matmul(w_.fc, cat_, x_);
+    layers::mtp_input(be_, s, w_.embd, w_.enorm, w_.hnorm, w_.fc, hidden, eps, in_, x_);
     auto const& L = w_.layer;
     be_.rmsnorm(x_, L.attn_norm, xn_, eps);
     attention(s, L.attn, o_);
@@ -214,7 +199,8 @@ class qwen35_mtp_head final : public mtp_head {
   backend::attention_params attn_;
   backend::rope_params rope_;
   backend::routing_params routing_;
-  B::buffer e_, en_, h_, hn_, cat_, x_, xn_, o_;
+  layers::mtp_input_buffers in_;
+  B::buffer x_, xn_, o_;
   B::buffer qg_, q_, gate_, k_, v_, att_;
   layers::mlp_buffers<B> mlp_;
 };
@@ -230,42 +216,6 @@ inline std::unique_ptr<mtp_head> open_qwen35_mtp_head(model::model_file const& f
   auto const hp = next ? read_qwen3_next_hparams(file) : read_qwen35_hparams(file);
   if (!has_qwen35_mtp(file, hp)) return nullptr;
   return std::make_unique<qwen35_mtp_head>(file, next, threads);
-}
-
-namespace qwen35_detail {
-
-/// A head with the file its weights point into.
-class file_mtp_head final : public mtp_head {
- public:
-  file_mtp_head(model::model_file file, int threads) : file_(std::move(file)) {
-    head_ = open_qwen35_mtp_head(file_, threads);
-  }
-  bool empty() const { return !head_; }
-  std::int64_t hidden_size() const override { return head_->hidden_size(); }
-  std::int64_t vocab_size() const override { return head_->vocab_size(); }
-  void set_streams(std::int32_t tokens, std::int32_t streams) override {
-    head_->set_streams(tokens, streams);
-  }
-  kv_shape kv() const override { return head_->kv(); }
-  void forward(std::span<batch_row const> rows, float const* hidden, float* logits,
-               float* hidden_out) override {
-    head_->forward(rows, hidden, logits, hidden_out);
-  }
-
- private:
-  model::model_file file_;
-  std::unique_ptr<mtp_head> head_;
-};
-
-}  // namespace qwen35_detail
-
-/// The MTP head of the model at `path` (mapped), or null where it carries none.
-inline std::unique_ptr<mtp_head> open_qwen35_mtp_head(std::filesystem::path const& path,
-                                                      int threads = 1) {
-  auto h = std::make_unique<qwen35_detail::file_mtp_head>(
-      model::model_file::open(path, model::load_mode::map), threads);
-  if (h->empty()) return nullptr;
-  return h;
 }
 
 }  // namespace tf::families::qwen

@@ -1,11 +1,14 @@
-// Qwen3.5's MTP head (families/qwen/qwen35_mtp.hpp) on fixtures/qwen/tiny35_mtp (made by
-// fixtures/scripts/make_qwen35_mtp_tiny.py, whose float64 numpy forward of the head is the
-// oracle): its logits and hidden states for 12 positions and its greedy chain; the engine's
-// forward with hidden states (tf::engine::forward(rows, logits, hidden)); and MTP drafts
-// (tf::serve::mtp_draft) in the lane host: replies equal to the replies without drafts, greedy
-// and seeded, solo and 4 at once, with drafts accepted.
+// MTP heads as draft sources (include/tf/serve/mtp_draft.hpp): Qwen3.5's mtp.* head
+// (families/qwen/qwen35_mtp.hpp, fixtures/qwen/tiny35_mtp) and GLM-4.5's next-n layer
+// (families/glm/glm4_moe_mtp.hpp, fixtures/glm/tiny45_mtp), each against the float64 numpy
+// forward of its fixture script (fixtures/scripts/make_qwen35_mtp_tiny.py, make_glm45_mtp_tiny.py):
+// logits and hidden states for 12 positions and the head's greedy chain; the engine's forward with
+// hidden states (tf::engine::forward(rows, logits, hidden)); and MTP drafts in the lane host:
+// replies equal to the replies without drafts, greedy and seeded, solo and 4 at once, with drafts
+// accepted.
+#include <families/glm/glm4_moe.hpp>
+#include <families/mtp_heads.hpp>
 #include <families/qwen/qwen35.hpp>
-#include <families/qwen/qwen35_mtp.hpp>
 #include <tf/backend/cpu.hpp>
 #include <tf/engine/engine.hpp>
 #include <tf/serve/lane_host.hpp>
@@ -24,13 +27,16 @@
 #include <vector>
 
 namespace qwen = tf::families::qwen;
+namespace glm = tf::families::glm;
 using tf::model::model_file;
 using namespace std::chrono_literals;
 using dense_engine = tf::engine<qwen::qwen35, tf::backend::cpu>;
+using glm_engine = tf::engine<glm::glm4_moe, tf::backend::cpu>;
 
 namespace {
 
 std::string const dir = std::string(TF_FIXTURES_DIR) + "/qwen/tiny35_mtp";
+std::string const glm_dir = std::string(TF_FIXTURES_DIR) + "/glm/tiny45_mtp";
 
 struct oracle {
   std::int64_t T = 0, K = 0, H = 0, V = 0;
@@ -38,8 +44,8 @@ struct oracle {
   std::vector<float> hidden_in, logits, hidden_out, chain_logits;
 };
 
-oracle const& load_oracle() {
-  static oracle const o = [] {
+oracle load_oracle(std::string const& dir) {
+  {
     oracle o;
     auto const j = nlohmann::json::parse(std::ifstream(dir + "/mtp_oracle.json"));
     o.T = j.at("T");
@@ -59,8 +65,7 @@ oracle const& load_oracle() {
     read(o.chain_logits, o.K * o.V);
     REQUIRE(bin.good());
     return o;
-  }();
-  return o;
+  }
 }
 
 float max_abs_diff(std::span<float const> a, std::span<float const> b) {
@@ -74,13 +79,12 @@ std::int32_t argmax(std::span<float const> row) {
   return static_cast<std::int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
-}  // namespace
-
-// The oracle runs in float64; tf's f32 head differs by its rounding (~1e-6 on logits of ~5).
-TEST_CASE("the Qwen3.5 MTP head: logits and hidden states within 1e-4 of the numpy oracle") {
-  auto const& o = load_oracle();
+// The head of the model in `dir` against its oracle: one row of 12 positions, the greedy chain
+// from its last, and the same positions in two calls.
+void check_head(std::string const& dir) {
+  auto const o = load_oracle(dir);
   auto file = model_file::open(dir);
-  auto head = qwen::open_qwen35_mtp_head(file);
+  auto head = tf::families::open_mtp_head(file);
   REQUIRE(head);
   CHECK(head->hidden_size() == o.H);
   CHECK(head->vocab_size() == o.V);
@@ -125,12 +129,29 @@ TEST_CASE("the Qwen3.5 MTP head: logits and hidden states within 1e-4 of the num
                    logits.begin() + 5 * static_cast<std::ptrdiff_t>(V)));
 }
 
+}  // namespace
+
+// The oracles run in float64; tf's f32 heads differ by their rounding (~1e-6 on logits of ~5).
+TEST_CASE("the Qwen3.5 MTP head: logits and hidden states within 1e-4 of the numpy oracle") {
+  check_head(dir);
+}
+
+TEST_CASE("the GLM-4.5 next-n head: logits and hidden states within 1e-4 of the numpy oracle") {
+  check_head(glm_dir);
+}
+
 TEST_CASE("a file without mtp tensors has no MTP head") {
   auto file = model_file::open(std::string(TF_FIXTURES_DIR) + "/qwen/tiny35");
-  CHECK(qwen::open_qwen35_mtp_head(file) == nullptr);
+  CHECK(tf::families::open_mtp_head(file) == nullptr);
   tf::backend::cpu be;
   CHECK_THROWS_WITH(qwen::load_qwen35_mtp_weights(file, be, false),
                     Catch::Contains("carries no MTP head"));
+  // tiny45's GGUF keeps only a placeholder of the next-n layer.
+  auto const placeholder =
+      model_file::open(std::string(TF_FIXTURES_DIR) + "/glm/tiny45/tiny-f32.gguf");
+  CHECK(tf::families::open_mtp_head(placeholder) == nullptr);
+  CHECK(tf::families::open_mtp_head(
+            model_file::open(std::string(TF_FIXTURES_DIR) + "/glm/tiny45")) == nullptr);
 }
 
 TEST_CASE("the engine's forward with hidden states: the same logits, and the head reads them") {
@@ -140,7 +161,7 @@ TEST_CASE("the engine's forward with hidden states: the same logits, and the hea
   STATIC_REQUIRE(dense_engine::gives_hidden);
   auto const V = static_cast<std::size_t>(e.vocab_size());
   auto const H = static_cast<std::size_t>(e.hidden_size());
-  std::vector<std::int32_t> const prompt{17, 301, 44, 90, 7, 88, 400, 123, 5};
+  std::vector<std::int32_t> const prompt{17, 301, 44, 90, 7, 88, 400, 123, 5};  // tokens < vocab
   std::vector<std::int32_t> const pages0{0}, pages1{1};
   std::vector<float> plain(prompt.size() * V), with(prompt.size() * V), hidden(prompt.size() * H);
   tf::batch_row r0{prompt, 0, pages0, true, 0};
@@ -173,20 +194,23 @@ struct served {
   std::uint64_t drafted = 0, accepted = 0;
 };
 
-// Every request at once on `parallel` lanes of the tiny model, with MTP drafts or none.
-served serve(std::vector<generation_request> const& reqs, std::size_t parallel, bool mtp) {
-  static model_file const file = model_file::open(dir);
-  static tf::backend::cpu binder;
-  dense_engine e(qwen::load_qwen35_weights(file, binder),
-                 {96, 16, tf::kv_dtype::f32, static_cast<std::int32_t>(3 * parallel + 4)}, {1});
+// Every request at once on `parallel` lanes of the tiny model in `dir` (Engine and Family), with
+// MTP drafts or none.
+template <class Engine, class Family, class Load>
+served serve(std::string const& dir, Load load, std::vector<generation_request> const& reqs,
+             std::size_t parallel, bool mtp) {
+  auto const file = model_file::open(dir);
+  tf::backend::cpu binder;
+  auto const slots = Engine::has_state ? static_cast<std::int32_t>(3 * parallel + 4) : 0;
+  Engine e(load(file, binder), {96, 16, tf::kv_dtype::f32, slots}, {1});
   tf::serve::draft_config drafts;
   if (mtp) {
     drafts.source =
-        std::make_shared<tf::serve::mtp_draft>(qwen::open_qwen35_mtp_head(file), parallel, 256);
+        std::make_shared<tf::serve::mtp_draft>(tf::families::open_mtp_head(file), parallel, 256);
     drafts.max_tokens = 4;
   }
   tf::serve::metrics m;
-  lane_host<dense_engine, qwen::qwen35> host(e, {parallel, 256, 64, 64}, &m, drafts);
+  lane_host<Engine, Family> host(e, {parallel, 256, 64, 64}, &m, drafts);
   CHECK(host.drafting() == mtp);
   std::vector<std::shared_ptr<tf::serve::request_stream>> streams;
   for (auto const& r : reqs) {
@@ -226,22 +250,37 @@ std::vector<generation_request> requests(bool seeded) {
   return reqs;
 }
 
-}  // namespace
-
-TEST_CASE("MTP drafts: replies equal to the replies without drafts, and drafts accepted") {
+// Drafted replies against plain ones on the model in `dir`, greedy and seeded, 4 at once and solo.
+template <class Engine, class Family, class Load>
+void check_drafts(std::string const& dir, Load load) {
   for (bool const seeded : {false, true}) {
     INFO((seeded ? "seeded" : "greedy"));
     auto const reqs = requests(seeded);
-    auto const plain = serve(reqs, 4, false);
+    auto const plain = serve<Engine, Family>(dir, load, reqs, 4, false);
     CHECK(plain.drafted == 0);
-    auto const together = serve(reqs, 4, true);
+    auto const together = serve<Engine, Family>(dir, load, reqs, 4, true);
     CHECK(together.replies == plain.replies);
     CHECK(together.drafted > 0);
     CHECK(together.accepted > 0);
     for (std::size_t i = 0; i < reqs.size(); ++i) {
-      auto const solo = serve({reqs[i]}, 1, true);
+      auto const solo = serve<Engine, Family>(dir, load, {reqs[i]}, 1, true);
       CHECK(solo.replies.front() == plain.replies[i]);
     }
-    WARN("MTP drafts: " << together.drafted << " drafted, " << together.accepted << " accepted");
+    WARN(dir << (seeded ? " seeded" : " greedy") << ": " << together.drafted << " drafted, "
+             << together.accepted << " accepted");
   }
+}
+
+}  // namespace
+
+TEST_CASE("Qwen3.5 MTP drafts: replies equal to the replies without drafts, drafts accepted") {
+  check_drafts<dense_engine, qwen::qwen35>(dir, [](model_file const& f, tf::backend::cpu& be) {
+    return qwen::load_qwen35_weights(f, be);
+  });
+}
+
+TEST_CASE("GLM-4.5 next-n drafts: replies equal to the replies without drafts, drafts accepted") {
+  check_drafts<glm_engine, glm::glm4_moe>(glm_dir, [](model_file const& f, tf::backend::cpu& be) {
+    return glm::load_moe_weights(f, be);
+  });
 }

@@ -1,0 +1,60 @@
+#pragma once
+/// tf::families::open_mtp_head: the MTP head a model file carries, for the families that have one
+/// in tf (Qwen3.5, Qwen3.5-MoE, Qwen3-Next: mtp.*; GLM-4.5: its next-n layer).
+#include <families/glm/glm4_moe_mtp.hpp>
+#include <families/qwen/qwen35_mtp.hpp>
+#include <tf/engine/mtp_head.hpp>
+#include <tf/model/model_file.hpp>
+
+#include <filesystem>
+#include <memory>
+#include <utility>
+
+namespace tf::families {
+
+/// The MTP head of `file` (which must outlive it), or null where it carries none or its family
+/// has no MTP head in tf.
+inline std::unique_ptr<mtp_head> open_mtp_head(model::model_file const& file, int threads = 1) {
+  auto const arch = file.architecture();
+  if (arch == "glm4moe" || arch == "glm4_moe") {
+    if (!glm::has_glm4_moe_mtp(file, glm::read_moe_hparams(file))) return nullptr;
+    return std::make_unique<glm::glm4_moe_mtp_head>(file, threads);
+  }
+  return qwen::open_qwen35_mtp_head(file, threads);
+}
+
+namespace mtp_detail {
+
+/// A head with the file its weights point into.
+class file_mtp_head final : public mtp_head {
+ public:
+  file_mtp_head(model::model_file file, int threads)
+      : file_(std::move(file)), head_(open_mtp_head(file_, threads)) {}
+  bool empty() const { return !head_; }
+  std::int64_t hidden_size() const override { return head_->hidden_size(); }
+  std::int64_t vocab_size() const override { return head_->vocab_size(); }
+  void set_streams(std::int32_t tokens, std::int32_t streams) override {
+    head_->set_streams(tokens, streams);
+  }
+  kv_shape kv() const override { return head_->kv(); }
+  void forward(std::span<batch_row const> rows, float const* hidden, float* logits,
+               float* hidden_out) override {
+    head_->forward(rows, hidden, logits, hidden_out);
+  }
+
+ private:
+  model::model_file file_;
+  std::unique_ptr<mtp_head> head_;
+};
+
+}  // namespace mtp_detail
+
+/// The MTP head of the model at `path` (its file mapped), or null where it carries none.
+inline std::unique_ptr<mtp_head> open_mtp_head(std::filesystem::path const& path, int threads = 1) {
+  auto h = std::make_unique<mtp_detail::file_mtp_head>(
+      model::model_file::open(path, model::load_mode::map), threads);
+  if (h->empty()) return nullptr;
+  return h;
+}
+
+}  // namespace tf::families
