@@ -4,12 +4,14 @@
 // scalars and the logit soft-cap; an E model with per-layer embeddings; from HF safetensors and
 // from GGUF as llama.cpp's converter lays it out; a MoE model (HF and GGUF); llama.cpp's own
 // forward as a second oracle (fixtures/scripts/make_gemma4_tiny_llama.py); the KV layout those
-// layers hold; and streams served through the lane host (concurrent == solo, resumed == fresh).
+// layers hold; streams served through the lane host (concurrent == solo, resumed == fresh); and
+// the small gemma4 vocabulary the Q8_0 fixtures carry for serve, against llama-tokenize.
 #include <families/gemma/gemma4.hpp>
 #include <tests/common/hf_oracle.hpp>
 #include <tf/backend/cpu.hpp>
 #include <tf/engine/engine.hpp>
 #include <tf/serve/lane_host.hpp>
+#include <tf/tokenizer/from_gguf.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -365,5 +367,23 @@ TEST_CASE("Gemma 4 through the lane host: 4 concurrent == solo, resumed == fresh
     host fresh(fresh_engine, {1, 128, 8, 8});
     CHECK(serve_one(fresh, longer) == resumed);
     CHECK(fresh.shutdown(0ms).balanced());
+  }
+}
+
+// The Q8_0 fixtures carry 512 tokens of the real Gemma 4 vocabulary (make_gemma4_tiny_gguf.py) so
+// that serve takes text on them; tf's "gemma4" tokenizer cuts texts as llama-tokenize does.
+TEST_CASE("the tiny Gemma 4 vocabulary: tf's ids equal llama-tokenize's") {
+  std::ifstream js(tiny_e + "/llama-tokens.json");
+  REQUIRE(js.good());
+  auto const j = nlohmann::json::parse(js);
+  auto const file = tf::model::gguf_file::open(tiny_e + "/tiny-q8_0.gguf");
+  auto const tok = tf::tokenizer::load_tokenizer(file);
+  REQUIRE(j.at("tokens").size() >= 5);
+  for (auto const& t : j.at("tokens")) {
+    auto const text = t.at("text").get<std::string>();
+    INFO(text);
+    auto const ids = tok.encode(text, true, true);
+    CHECK(ids == t.at("ids").get<std::vector<std::int32_t>>());
+    CHECK(tok.decode(std::span<std::int32_t const>(ids).subspan(1), true) == text);
   }
 }
