@@ -91,7 +91,7 @@ qwen35_mtp_weights bind_mtp(Binder const& b, qwen35_hparams const& hp, int at) {
   l.attn_norm = b.norm(tensor_role::attn_norm, at, h, shift);
   l.ffn_norm = b.norm(tensor_role::ffn_norm, at, h, shift);
   bind_attention(l, b, hp, at, shift);
-  if (hp.is_moe()) {
+  if (hp.is_moe(at)) {  // routed where the model would route a layer `at`
     bind_moe(l, b, hp, at);
   } else {
     std::int64_t const ff = hp.intermediate_size;
@@ -165,7 +165,7 @@ class qwen35_mtp_head final : public mtp_head {
     be_.rmsnorm(x_, L.attn_norm, xn_, eps);
     attention(s, L.attn, o_);
     be_.residual(x_, o_, nullptr, &L.ffn_norm, eps);
-    if (hp.is_moe())
+    if (hp.is_moe(hp.num_layers))
       layers::moe(be_, s, L.moe, routing_, o_, xn_);
     else
       layers::gated_mlp(be_, s, L.mlp, backend::activation::silu, o_, xn_, mlp_);

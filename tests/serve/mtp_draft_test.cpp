@@ -1,11 +1,12 @@
-// MTP heads as draft sources (include/tf/serve/mtp_draft.hpp): Qwen3.5's mtp.* head
-// (families/qwen/qwen35_mtp.hpp, fixtures/qwen/tiny35_mtp) and GLM-4.5's next-n layer
-// (families/glm/glm4_moe_mtp.hpp, fixtures/glm/tiny45_mtp), each against the float64 numpy
-// forward of its fixture script (fixtures/scripts/make_qwen35_mtp_tiny.py, make_glm45_mtp_tiny.py):
-// logits and hidden states for 12 positions and the head's greedy chain; the engine's forward with
-// hidden states (tf::engine::forward(rows, logits, hidden)); and MTP drafts in the lane host:
-// replies equal to the replies without drafts, greedy and seeded, solo and 4 at once, with drafts
-// accepted.
+// MTP heads as draft sources (include/tf/serve/mtp_draft.hpp): Qwen3.5's and Qwen3-Next's mtp.*
+// heads (families/qwen/qwen35_mtp.hpp; fixtures/qwen/tiny35_mtp, tiny3next_mtp) and GLM-4.5's
+// next-n layer (families/glm/glm4_moe_mtp.hpp; fixtures/glm/tiny45_mtp), from safetensors and
+// F32 GGUF, against the float64 numpy forward of their fixture scripts
+// (fixtures/scripts/make_qwen35_mtp_tiny.py, make_glm45_mtp_tiny.py) and llama.cpp's MTP context
+// (make_mtp_llama.py): logits and hidden states for 12 positions and the head's greedy chain; the
+// engine's forward with hidden states (tf::engine::forward(rows, logits, hidden)); and MTP drafts
+// in the lane host: replies equal to the replies without drafts, greedy and seeded, solo and 4 at
+// once, with drafts accepted.
 #include <families/glm/glm4_moe.hpp>
 #include <families/mtp_heads.hpp>
 #include <families/qwen/qwen35.hpp>
@@ -37,6 +38,7 @@ namespace {
 
 std::string const dir = std::string(TF_FIXTURES_DIR) + "/qwen/tiny35_mtp";
 std::string const glm_dir = std::string(TF_FIXTURES_DIR) + "/glm/tiny45_mtp";
+std::string const next_dir = std::string(TF_FIXTURES_DIR) + "/qwen/tiny3next_mtp";
 
 struct oracle {
   std::int64_t T = 0, K = 0, H = 0, V = 0;
@@ -81,9 +83,12 @@ std::int32_t argmax(std::span<float const> row) {
 
 // The head of the model in `dir` against its oracle: one row of 12 positions, the greedy chain
 // from its last, and the same positions in two calls.
-void check_head(std::string const& dir) {
+// `path` is the fixture folder in `dir` or its GGUF; with `llama`, llama.cpp's logits
+// (llama_mtp_logits.bin, fixtures/scripts/make_mtp_llama.py) are the second oracle.
+void check_head(std::string const& dir, std::string const& path, bool llama = true) {
+  INFO(path);
   auto const o = load_oracle(dir);
-  auto file = model_file::open(dir);
+  auto file = model_file::open(path);
   auto head = tf::families::open_mtp_head(file);
   REQUIRE(head);
   CHECK(head->hidden_size() == o.H);
@@ -97,6 +102,12 @@ void check_head(std::string const& dir) {
   head->forward({&r, 1}, o.hidden_in.data(), logits.data(), hidden.data());
   CHECK(max_abs_diff(logits, o.logits) < 1e-4f);
   CHECK(max_abs_diff(hidden, o.hidden_out) < 1e-4f);
+  if (llama) {
+    std::vector<float> theirs(T * V);
+    std::ifstream(dir + "/llama_mtp_logits.bin", std::ios::binary)
+        .read(reinterpret_cast<char*>(theirs.data()), static_cast<std::streamsize>(T * V * 4));
+    CHECK(max_abs_diff(logits, theirs) < 1e-4f);
+  }
 
   // The greedy chain: each step reads the head's own hidden state and its last token.
   std::vector<float> step(hidden.end() - static_cast<std::ptrdiff_t>(H), hidden.end());
@@ -131,13 +142,22 @@ void check_head(std::string const& dir) {
 
 }  // namespace
 
-// The oracles run in float64; tf's f32 heads differ by their rounding (~1e-6 on logits of ~5).
-TEST_CASE("the Qwen3.5 MTP head: logits and hidden states within 1e-4 of the numpy oracle") {
-  check_head(dir);
+// The numpy oracles run in float64, llama.cpp in f32: tf's f32 heads are within ~1e-6 of both
+// (logits of ~5), as llama.cpp is of numpy.
+TEST_CASE("the Qwen3.5 MTP head (HF, GGUF): within 1e-4 of the numpy oracle and llama.cpp") {
+  check_head(dir, dir);
+  check_head(dir, dir + "/tiny-f32.gguf");
 }
 
-TEST_CASE("the GLM-4.5 next-n head: logits and hidden states within 1e-4 of the numpy oracle") {
-  check_head(glm_dir);
+// llama.cpp refuses this fixture (its qwen3next wants every layer routed; layer 1 is dense).
+TEST_CASE("the Qwen3-Next MTP head (HF, GGUF; routed experts): within 1e-4 of the numpy oracle") {
+  check_head(next_dir, next_dir, false);
+  check_head(next_dir, next_dir + "/tiny-f32.gguf", false);
+}
+
+TEST_CASE("the GLM-4.5 next-n head (HF, GGUF): within 1e-4 of the numpy oracle and llama.cpp") {
+  check_head(glm_dir, glm_dir);
+  check_head(glm_dir, glm_dir + "/tiny-f32.gguf");
 }
 
 TEST_CASE("a file without mtp tensors has no MTP head") {
