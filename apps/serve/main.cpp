@@ -1,5 +1,6 @@
 // serve: the OpenAI-compatible server. serve [MODEL] --parallel N|auto --context T; with no
 // MODEL it serves the default model. Every token goes through the lane host's rounds.
+#include <families/mtp_heads.hpp>
 #include <tf/engine.hpp>
 #include <tf/error.hpp>
 #include <tf/memory/budget.hpp>
@@ -11,6 +12,7 @@
 #include <tf/serve/http_server.hpp>
 #include <tf/serve/load_progress.hpp>
 #include <tf/serve/model_draft.hpp>
+#include <tf/serve/mtp_draft.hpp>
 #include <tf/serve/open_served.hpp>
 #include <tf/serve/web_page.hpp>
 #include <tf/tokenizer/from_hf.hpp>
@@ -154,10 +156,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--draft", draft,
                  "speculative drafts, verified so that replies do not change: ngram (from the "
-                 "stream's own prompt and output), model (--draft-model) or none; a request's "
-                 "\"draft\": false turns "
-                 "them off")
-      ->check(CLI::IsMember({"ngram", "model", "none"}));
+                 "stream's own prompt and output), model (--draft-model), mtp (the model's own "
+                 "MTP head: Qwen3.5, Qwen3-Next, GLM-4.5) or none; a request's \"draft\": false "
+                 "turns them off")
+      ->check(CLI::IsMember({"ngram", "model", "mtp", "none"}));
   app.add_option("--draft-model", draft_model,
                  "with --draft model: a smaller model with the same tokenizer whose greedy "
                  "continuation is the draft");
@@ -374,6 +376,16 @@ int main(int argc, char** argv) {
       drafts.max_tokens = draft_max;
       draft_line = fmt::format("model {} ({}, vocabulary {}, {} streams of {} tokens)", draft_model,
                                family, vocab, streams, context);
+    }
+    if (draft == "mtp" && draft_max > 0) {
+      // On the CPU, beside the target (whose forward hands it the final hidden states).
+      auto head = tf::families::open_mtp_head(path, static_cast<int>(threads));
+      if (!head) throw tf::error("tf: --draft mtp: {} carries no MTP head", path.string());
+      auto const streams = std::max<std::size_t>(1, parallel_guess);
+      drafts.source = std::make_shared<tf::serve::mtp_draft>(std::move(head), streams,
+                                                             static_cast<std::int32_t>(context));
+      drafts.max_tokens = draft_max;
+      draft_line = fmt::format("mtp head ({} streams of {} tokens)", streams, context);
     }
     auto size_pool = [&](tf::serve::model_costs const& c) {
       // A stream's recurrent state is held twice (its slot and its lane's snapshot), and once

@@ -212,3 +212,23 @@ TEST_CASE("tiny fixtures: a draft model's drafts give the replies without drafts
   CHECK_FALSE(bad.wait_ready(std::chrono::seconds(60)));
   CHECK(bad.log().find("nonexistent.gguf") != std::string::npos);
 }
+
+TEST_CASE("tiny fixtures: a model's own MTP head drafts, and the replies do not change") {
+  REQUIRE(fs::exists(serve_binary()));
+  fs::path const root = TF_FIXTURES_DIR;
+  for (auto const* t : {"qwen/tiny35_mtp/tiny-f32.gguf", "glm/tiny45_mtp/tiny-f32.gguf"}) {
+    INFO("target " << t);
+    live_server s({(root / t).string(), "--parallel", "2", "--context", "256", "--threads", "2",
+                   "--draft", "mtp"});
+    REQUIRE(s.wait_ready(std::chrono::seconds(120)));
+    CHECK(s.log().find("tf: speculative drafts: mtp") != std::string::npos);
+    auto const [accepted, rejected] = check_fixture_drafts(s.port());
+    CHECK(accepted + rejected > 0);
+    CHECK(s.stop() == 0);
+    check_census(s.log());
+  }
+  // A model without an MTP head stops the start and says so.
+  live_server bad({(root / "qwen/tiny35/tiny-f32.gguf").string(), "--draft", "mtp"});
+  CHECK_FALSE(bad.wait_ready(std::chrono::seconds(60)));
+  CHECK(bad.log().find("carries no MTP head") != std::string::npos);
+}
