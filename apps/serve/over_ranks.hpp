@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -51,6 +52,10 @@ inline memory::budget budget_over_ranks(dist::mpi_communicator& comm, memory::bu
 inline int follow(dist::mpi_communicator& comm, std::filesystem::path const& path,
                   open_options const& o, std::optional<std::uint64_t> reserve_bytes,
                   std::optional<std::uint64_t> cap_bytes) {
+  // Rank 0 decides when to stop (mpirun hands a Ctrl-C or SIGTERM to every rank): this rank
+  // stops when rank 0 says so, or when rank 0 is gone.
+  std::signal(SIGINT, SIG_IGN);
+  std::signal(SIGTERM, SIG_IGN);
   auto room = [&](model_costs const&) {
     memory::budget_options b;
     b.reserve_bytes = reserve_bytes;

