@@ -1,7 +1,7 @@
 // serve: the OpenAI-compatible server. serve [MODEL] --parallel N|auto --context T; with no
 // MODEL it serves the default model. Every token goes through the lane host's rounds.
 #include <families/mtp_heads.hpp>
-#include <tf/engine.hpp>
+#include <tf/serve.hpp>
 #include <tf/error.hpp>
 #include <tf/memory/budget.hpp>
 #include <tf/model/default_model.hpp>

@@ -1,7 +1,7 @@
 #pragma once
-/// The one header a downstream project includes: tf::open and tf::loaded_model (generate), the
-/// engine over a family and a backend, the family registry and the lane host for concurrent
-/// requests.
+/// The one header a downstream project includes to run a model: tf::open and tf::loaded_model
+/// (generate), the engine over a family and a backend, and the family registry. Serving many
+/// requests over a model (the lane host) is `<tf/serve.hpp>`.
 #include <families/registry.hpp>
 #include <tf/backend/backend.hpp>
 #include <tf/backend/cpu.hpp>
@@ -15,5 +15,3 @@
 #include <tf/layers/mlp.hpp>
 #include <tf/layers/moe.hpp>
 #include <tf/registry.hpp>
-#include <tf/serve/lane_host.hpp>
-#include <tf/serve/open_served.hpp>

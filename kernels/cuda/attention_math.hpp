@@ -4,8 +4,8 @@
 /// score is a warp's dot (lane l takes d = l, l + 32, ... in one fma chain, then a butterfly over
 /// the lanes), capped; the tile then updates an online softmax in f32 (running max, running sum,
 /// the output rescaled and the tile's weighted values added in key order).
-#include <kernels/cuda/elementwise_math.hpp>
-#include <kernels/cuda/hd.hpp>
+#include <kernels/portable/elementwise_math.hpp>
+#include <kernels/portable/hd.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -39,7 +39,7 @@ TF_HD inline float fold_lanes(float* p) {
 
 /// A key's score from its dot product with the scaled query: capped when cap > 0.
 TF_HD inline float score(float dot, float cap) {
-  return cap > 0.0f ? elementwise_math::softcap(dot, cap) : dot;
+  return cap > 0.0f ? portable::elementwise_math::softcap(dot, cap) : dot;
 }
 
 /// The running max after a tile of scores s [count].

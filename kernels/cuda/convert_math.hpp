@@ -2,9 +2,9 @@
 /// The cuBLASLt path's per-element arithmetic, host and device: an f32 rounded to IEEE half or
 /// bfloat16 (round to nearest even, as kernels/cpu/quant_blocks.hpp's fp32_to_fp16 and
 /// fp32_to_bf16), and a weight row's 32-element chunk dequantized (quant.hpp) then rounded.
-#include <kernels/cuda/hd.hpp>
 #include <kernels/cuda/launch.hpp>
 #include <kernels/cuda/quant.hpp>
+#include <kernels/portable/hd.hpp>
 
 #include <bit>
 #include <cstdint>

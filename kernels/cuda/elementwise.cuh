@@ -3,7 +3,7 @@
 /// softcaps, column slices, row gathers and scatters, and the MoE's per-token combine. Every
 /// output element is one thread's fixed expression of elementwise_math over its own inputs
 /// (grid-stride loops), so nothing depends on the grid or on the other rows.
-#include <kernels/cuda/elementwise_math.hpp>
+#include <kernels/portable/elementwise_math.hpp>
 #include <kernels/cuda/launch.hpp>
 
 #include <cuda_runtime.h>
@@ -41,11 +41,11 @@ __device__ inline std::int64_t ew_stride() {
 template <act_kind A>
 __device__ inline float ew_act(float x) {
   if constexpr (A == act_kind::gelu_tanh)
-    return elementwise_math::gelu_tanh(x);
+    return portable::elementwise_math::gelu_tanh(x);
   else if constexpr (A == act_kind::silu)
-    return elementwise_math::silu(x);
+    return portable::elementwise_math::silu(x);
   else
-    return elementwise_math::relu2(x);
+    return portable::elementwise_math::relu2(x);
 }
 
 // launch(integral_constant<act_kind, act>) for the runtime act.
@@ -95,7 +95,7 @@ __global__ void ew_activate(float* x, std::int64_t n) {
 
 __global__ void ew_sigmoid_gate(float* x, float const* gate, std::int64_t n) {
   for (std::int64_t i = ew_first(); i < n; i += ew_stride())
-    x[i] *= elementwise_math::sigmoid(gate[i]);
+    x[i] *= portable::elementwise_math::sigmoid(gate[i]);
 }
 
 // n = rows * groups * count outputs; output column c is column first + c % count of group
@@ -111,7 +111,7 @@ __global__ void ew_columns(float const* src, float* dst, std::int64_t n, std::in
 
 __global__ void ew_softcap(float* x, std::int64_t n, float cap) {
   for (std::int64_t i = ew_first(); i < n; i += ew_stride())
-    x[i] = elementwise_math::softcap(x[i], cap);
+    x[i] = portable::elementwise_math::softcap(x[i], cap);
 }
 
 __global__ void ew_gather_rows(float const* src, std::int64_t const* idx, std::int64_t n,
@@ -131,15 +131,15 @@ __global__ void ew_moe_combine(float const* y, float const* weight, std::int64_t
                                std::int64_t cols, float* out) {
   for (std::int64_t i = ew_first(); i < n; i += ew_stride()) {
     std::int64_t const t = i / cols, c = i % cols;
-    out[i] = elementwise_math::weighted_picks(weight + t * k, y + t * k * cols + c, cols, k);
+    out[i] = portable::elementwise_math::weighted_picks(weight + t * k, y + t * k * cols + c, cols, k);
   }
 }
 
 __global__ void ew_add_scaled(float* out, float const* y, float const* gate, std::int64_t n,
                               std::int64_t cols) {
   for (std::int64_t i = ew_first(); i < n; i += ew_stride()) {
-    float const scale = gate ? elementwise_math::sigmoid(gate[i / cols]) : 1.0f;
-    out[i] = elementwise_math::add_scaled(out[i], y[i], scale);
+    float const scale = gate ? portable::elementwise_math::sigmoid(gate[i / cols]) : 1.0f;
+    out[i] = portable::elementwise_math::add_scaled(out[i], y[i], scale);
   }
 }
 

@@ -6,7 +6,7 @@
 /// strings, which nvcc rejects). Every output element is summed in one fixed
 /// order that depends on neither the batch nor the grid, so a row's results are the same alone or
 /// batched (docs/kernel-contract.md lists each kernel's order).
-#include <kernels/cuda/sample_math.hpp>
+#include <kernels/portable/sample_math.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -106,7 +106,7 @@ struct sample_scratch {
   std::uint64_t* keys = nullptr;
   std::uint64_t* sorted = nullptr;
   std::int32_t* segments = nullptr;
-  sample_math::row_state* state = nullptr;
+  portable::sample_math::row_state* state = nullptr;
   void* sort_temp = nullptr;
   std::size_t sort_bytes = 0;
 };
@@ -118,9 +118,10 @@ std::size_t sample_sort_bytes(std::int64_t rows, std::int64_t vocab);
 /// the token, its logprob and the top logprobs of row r, or a status saying why not. `params` is
 /// a device copy of host_params [rows]; `adjust` the device list the rows' ranges index.
 void sample(float const* logits, std::int64_t rows, std::int64_t vocab,
-            sample_math::row_params const* host_params, sample_math::row_params const* params,
-            sample_math::logit_adjust const* adjust, sample_scratch const& scratch,
-            sample_math::row_result* out, stream_t s);
+            portable::sample_math::row_params const* host_params,
+            portable::sample_math::row_params const* params,
+            portable::sample_math::logit_adjust const* adjust, sample_scratch const& scratch,
+            portable::sample_math::row_result* out, stream_t s);
 
 /// The paged KV of one layer: K and V pages [num_pages][page_tokens][kv_heads][head_dim], f16
 /// (as IEEE half) or f32.

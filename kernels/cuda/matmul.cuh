@@ -3,7 +3,7 @@
 /// them (supports, matmul, embed). A warp computes one output row for a tile of tokens: lane l
 /// sums chunks l, l + 32, ... of the row, then the warp's butterfly adds the lane sums, exactly as
 /// matvec_row_reference (kernels/cuda/quant.hpp) does on the host, whatever the batch or grid.
-#include <kernels/cuda/hd.hpp>
+#include <kernels/portable/hd.hpp>
 #include <kernels/cuda/launch.hpp>
 #include <kernels/cuda/quant.hpp>
 

@@ -2,7 +2,7 @@
 /// The RMSNorm kernels: rmsnorm (per group of columns), residual (norm, add, norm) and
 /// gated_rmsnorm. One block normalizes one group in norm_math's order (each thread's squares in
 /// double, a fixed tree over the threads), so a row's bits depend on nothing but the row.
-#include <kernels/cuda/elementwise_math.hpp>
+#include <kernels/portable/elementwise_math.hpp>
 #include <kernels/cuda/launch.hpp>
 #include <kernels/cuda/norm_math.hpp>
 
@@ -89,11 +89,11 @@ __global__ void norm_gated(float* y, float const* z, float const* w, std::int64_
   float const* wg = w + (w_size == group ? 0 : g0);
   if (!norm_before_gate)
     for (std::int64_t i = threadIdx.x; i < group; i += blockDim.x)
-      yg[i] *= elementwise_math::silu(zg[i]);
+      yg[i] *= portable::elementwise_math::silu(zg[i]);
   float const inv = norm_inv_rms(yg, group, eps, red);
   for (std::int64_t i = threadIdx.x; i < group; i += blockDim.x) {
     float v = norm_math::normed(yg[i], inv, wg[i]);
-    if (norm_before_gate) v *= elementwise_math::silu(zg[i]);
+    if (norm_before_gate) v *= portable::elementwise_math::silu(zg[i]);
     yg[i] = v;
   }
 }

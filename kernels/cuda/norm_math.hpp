@@ -5,8 +5,8 @@
 /// CPU backend rounds them) in double, and the partials are folded in a fixed tree. The CPU sums
 /// the same f32 squares in double too, so the two sums agree while they stay exact in double, and
 /// then so do the outputs, bit for bit.
-#include <kernels/cuda/elementwise_math.hpp>
-#include <kernels/cuda/hd.hpp>
+#include <kernels/portable/elementwise_math.hpp>
+#include <kernels/portable/hd.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -96,11 +96,11 @@ inline void gated_rmsnorm_row(float* y, float const* z, float const* w, std::int
     float const* zg = z + g0;
     float const* wg = w + (w_size == group ? 0 : g0);
     if (!norm_before_gate)
-      for (std::int64_t i = 0; i < group; ++i) yg[i] *= elementwise_math::silu(zg[i]);
+      for (std::int64_t i = 0; i < group; ++i) yg[i] *= portable::elementwise_math::silu(zg[i]);
     float const inv = inv_rms_of(yg, group, eps);
     for (std::int64_t i = 0; i < group; ++i) {
       yg[i] = normed(yg[i], inv, wg[i]);
-      if (norm_before_gate) yg[i] *= elementwise_math::silu(zg[i]);
+      if (norm_before_gate) yg[i] *= portable::elementwise_math::silu(zg[i]);
     }
   }
 }

@@ -2,7 +2,7 @@
 /// The CUDA matmul's per-element arithmetic, host and device: GGUF block layouts read byte by byte,
 /// dequantization of one 32-element chunk of a row, and the order in which a warp sums a row's
 /// products, so that the host can compute exactly what the kernel computes.
-#include <kernels/cuda/hd.hpp>
+#include <kernels/portable/hd.hpp>
 
 #include <bit>
 #include <cmath>

@@ -9,8 +9,8 @@
 /// - gated_delta: a warp per value column of a head; lane l holds key rows l, l + 32, ... The
 ///   squares of q and k, S^T k and S^T q are summed as the scan sums.
 /// Missing entries (rows past the state's) are zeros in every lane array, so they add exact zeros.
-#include <kernels/cuda/elementwise_math.hpp>
-#include <kernels/cuda/hd.hpp>
+#include <kernels/portable/elementwise_math.hpp>
+#include <kernels/portable/hd.hpp>
 
 #include <array>
 #include <cmath>
@@ -27,9 +27,9 @@ inline constexpr int max_lane_entries = 8;
 inline constexpr int max_kernel = 16;
 
 // The per-element rounding and activations, as the elementwise kernels compute them.
-using elementwise_math::mul_rn;
-using elementwise_math::sigmoid;
-using elementwise_math::silu;
+using portable::elementwise_math::mul_rn;
+using portable::elementwise_math::sigmoid;
+using portable::elementwise_math::silu;
 
 /// softplus as torch computes it (linear above 20), as the CPU backend writes it.
 TF_HD inline float softplus(float x) {

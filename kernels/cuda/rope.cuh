@@ -1,7 +1,7 @@
 #pragma once
 /// The RoPE kernel: one thread per rotated pair, with the row's cos and sin from the host's
 /// table, in elementwise_math's rotations (NeoX pairs (i, i + dims/2), interleaved (2i, 2i + 1)).
-#include <kernels/cuda/elementwise_math.hpp>
+#include <kernels/portable/elementwise_math.hpp>
 #include <kernels/cuda/launch.hpp>
 
 #include <cuda_runtime.h>
@@ -29,9 +29,9 @@ __global__ void rope_pairs(float* x, float const* cs, std::int64_t n, std::int64
     int const a = neox ? pair : 2 * pair, b = neox ? pair + half : 2 * pair + 1;
     float x0 = xh[a], x1 = xh[b];
     if (neox)
-      elementwise_math::rotate_neox(x0, x1, c[pair], c[half + pair]);
+      portable::elementwise_math::rotate_neox(x0, x1, c[pair], c[half + pair]);
     else
-      elementwise_math::rotate_interleaved(x0, x1, c[pair], c[half + pair]);
+      portable::elementwise_math::rotate_interleaved(x0, x1, c[pair], c[half + pair]);
     xh[a] = x0;
     xh[b] = x1;
   }

@@ -1,5 +1,5 @@
 #pragma once
-/// The sampling kernels: one block of sample_math::block_threads per logit row, in
+/// The sampling kernels: one block of portable::sample_math::block_threads per logit row, in
 /// sample_math's order (sample_row_reference is the host copy). sample_prepare takes the raw
 /// row's max and log-sum-exp, applies the row's adjustments to a copy, and picks a greedy token
 /// or draws over the vocabulary in index order; a row with top-k / top-p / min-p writes rank keys
@@ -7,7 +7,7 @@
 /// does not depend on the sort's stability), and sample_finish cuts and draws over them. Then the
 /// token's logprob and the top logprobs from the raw row. Nothing depends on the other rows.
 #include <kernels/cuda/launch.hpp>
-#include <kernels/cuda/sample_math.hpp>
+#include <kernels/portable/sample_math.hpp>
 
 #include <cuda_runtime.h>
 #include <math_constants.h>
@@ -21,7 +21,7 @@
 namespace tf::kernels::cuda {
 namespace detail {
 
-inline constexpr int sample_threads = sample_math::block_threads;
+inline constexpr int sample_threads = portable::sample_math::block_threads;
 
 inline void sample_launched(char const* what) {
   cudaError_t const e = cudaGetLastError();
@@ -39,7 +39,7 @@ struct sample_shared {
   double last;
 };
 
-// The block's sum of its threads' partials, folded as sample_math::fold; every thread gets it.
+// The block's sum of its threads' partials, folded as portable::sample_math::fold; every thread gets it.
 __device__ inline double sample_fold(double v, sample_shared& sh) {
   int const t = static_cast<int>(threadIdx.x);
   sh.p[t] = v;
@@ -58,7 +58,7 @@ __device__ inline float sample_block_max(float v, sample_shared& sh) {
   sh.f[t] = v;
   __syncthreads();
   for (int s = sample_threads / 2; s > 0; s /= 2) {
-    if (t < s) sh.f[t] = sample_math::max_skip_nan(sh.f[t], sh.f[t + s]);
+    if (t < s) sh.f[t] = portable::sample_math::max_skip_nan(sh.f[t], sh.f[t + s]);
     __syncthreads();
   }
   float const m = sh.f[0];
@@ -92,15 +92,15 @@ __device__ inline std::int64_t sample_index_min(std::int64_t v, sample_shared& s
   return m;
 }
 
-// sample_math::first_running on the block: each thread's chunk total, a Hillis-Steele scan of the
+// portable::sample_math::first_running on the block: each thread's chunk total, a Hillis-Steele scan of the
 // totals, the running sums along each chunk; the first j where stop(c) holds (n where none) and
 // the last running sum.
 template <class E, class Stop>
 __device__ std::int64_t sample_first_running(std::int64_t n, E const& e, Stop const& stop,
                                              double& last, sample_shared& sh) {
   int const t = static_cast<int>(threadIdx.x);
-  std::int64_t const b = sample_math::chunk_begin(n, t, sample_threads);
-  std::int64_t const end = sample_math::chunk_begin(n, t + 1, sample_threads);
+  std::int64_t const b = portable::sample_math::chunk_begin(n, t, sample_threads);
+  std::int64_t const end = portable::sample_math::chunk_begin(n, t + 1, sample_threads);
   double s = 0.0;
   for (std::int64_t j = b; j < end; ++j) s = s + e(j);
   sh.p[t] = s;
@@ -123,13 +123,13 @@ __device__ std::int64_t sample_first_running(std::int64_t n, E const& e, Stop co
   return sample_index_min(first, sh);
 }
 
-// sample_math::draw_index on the block.
+// portable::sample_math::draw_index on the block.
 template <class E>
 __device__ std::int64_t sample_draw(std::int64_t n, E const& e, double uniform, sample_shared& sh) {
   double total = 0.0, unused = 0.0;
   sample_first_running(
       n, e, [](double) { return false; }, total, sh);
-  double const u = sample_math::draw_point(uniform, total);
+  double const u = portable::sample_math::draw_point(uniform, total);
   std::int64_t const j = sample_first_running(
       n, e, [u](double c) { return u < c; }, unused, sh);
   return j < n ? j : n - 1;
@@ -137,16 +137,16 @@ __device__ std::int64_t sample_draw(std::int64_t n, E const& e, double uniform, 
 
 // The row's logits after its adjustments: the adjusted copy, or the raw row without any.
 __device__ inline float const* sample_work_row(float const* logits, float const* work,
-                                               sample_math::row_params const& p, std::int64_t r,
+                                               portable::sample_math::row_params const& p, std::int64_t r,
                                                std::int64_t vocab) {
   return p.adjust_count > 0 ? work + r * vocab : logits + r * vocab;
 }
 
 __global__ void __launch_bounds__(sample_threads)
-    sample_prepare(float const* logits, std::int64_t vocab, sample_math::row_params const* params,
-                   sample_math::logit_adjust const* adjust, float* work, std::uint64_t* keys,
-                   std::int32_t* segments, std::int64_t rows, sample_math::row_state* state,
-                   sample_math::row_result* out) {
+    sample_prepare(float const* logits, std::int64_t vocab, portable::sample_math::row_params const* params,
+                   portable::sample_math::logit_adjust const* adjust, float* work, std::uint64_t* keys,
+                   std::int32_t* segments, std::int64_t rows, portable::sample_math::row_state* state,
+                   portable::sample_math::row_result* out) {
   __shared__ sample_shared sh;
   std::int64_t const r = blockIdx.x;
   int const t = static_cast<int>(threadIdx.x);
@@ -158,20 +158,20 @@ __global__ void __launch_bounds__(sample_threads)
   }
   float mx0 = -CUDART_INF_F;
   for (std::int64_t j = t; j < vocab; j += sample_threads)
-    mx0 = sample_math::max_skip_nan(mx0, w0[j]);
+    mx0 = portable::sample_math::max_skip_nan(mx0, w0[j]);
   mx0 = sample_block_max(mx0, sh);
   bool const want_lp = p.logprob != 0 || p.top_logprobs > 0;
   bool const greedy = p.temperature == 0.0f;
-  sample_math::row_result& o = out[r];
+  portable::sample_math::row_result& o = out[r];
   if ((want_lp || (greedy && p.adjust_count == 0)) && !isfinite(mx0)) {
-    if (t == 0) o.status = sample_math::no_finite_logit;
+    if (t == 0) o.status = portable::sample_math::no_finite_logit;
     return;
   }
   double lse = 0.0;
   if (want_lp) {
     double s = 0.0;
-    for (std::int64_t j = t; j < vocab; j += sample_threads) s += sample_math::raw_exp(w0[j], mx0);
-    lse = sample_math::log_sum_exp(mx0, sample_fold(s, sh));
+    for (std::int64_t j = t; j < vocab; j += sample_threads) s += portable::sample_math::raw_exp(w0[j], mx0);
+    lse = portable::sample_math::log_sum_exp(mx0, sample_fold(s, sh));
   }
   if (p.adjust_count > 0) {
     float* wr = work + r * vocab;
@@ -181,13 +181,13 @@ __global__ void __launch_bounds__(sample_threads)
     // and follow in list order.
     for (std::int32_t i = t; i < p.penalty_count; i += sample_threads) {
       auto const a = adjust[p.adjust_begin + i];
-      wr[a.token] = sample_math::adjust(wr[a.token], a, p);
+      wr[a.token] = portable::sample_math::adjust(wr[a.token], a, p);
     }
     __syncthreads();
     if (t == 0)
       for (std::int32_t i = p.penalty_count; i < p.adjust_count; ++i) {
         auto const a = adjust[p.adjust_begin + i];
-        wr[a.token] = sample_math::adjust(wr[a.token], a, p);
+        wr[a.token] = portable::sample_math::adjust(wr[a.token], a, p);
       }
     __syncthreads();
   }
@@ -196,23 +196,23 @@ __global__ void __launch_bounds__(sample_threads)
   if (greedy) {
     std::uint64_t best = 0;
     for (std::int64_t j = t; j < vocab; j += sample_threads) {
-      auto const k = sample_math::rank_key(w[j], j);
+      auto const k = portable::sample_math::rank_key(w[j], j);
       if (k > best) best = k;
     }
     best = sample_key_max(best, sh);
-    token = isnan(w[0]) ? 0 : sample_math::rank_index(best);
+    token = isnan(w[0]) ? 0 : portable::sample_math::rank_index(best);
   } else {
     float mx = -CUDART_INF_F;
     for (std::int64_t j = t; j < vocab; j += sample_threads)
-      mx = sample_math::max_skip_nan(mx, w[j]);
+      mx = portable::sample_math::max_skip_nan(mx, w[j]);
     mx = sample_block_max(mx, sh);
     if (!isfinite(mx)) {
-      if (t == 0) o.status = sample_math::all_masked;
+      if (t == 0) o.status = portable::sample_math::all_masked;
       return;
     }
-    double const inv_t = sample_math::inv_temperature(p.temperature);
-    auto const e = [&](std::int64_t j) { return sample_math::weight(w[j], mx, inv_t); };
-    if (!sample_math::has_cut(p.top_k, p.top_p, p.min_p, vocab)) {
+    double const inv_t = portable::sample_math::inv_temperature(p.temperature);
+    auto const e = [&](std::int64_t j) { return portable::sample_math::weight(w[j], mx, inv_t); };
+    if (!portable::sample_math::has_cut(p.top_k, p.top_p, p.min_p, vocab)) {
       token = static_cast<std::int32_t>(sample_draw(vocab, e, p.uniform, sh));
     } else {
       double z = 0.0;
@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(sample_threads)
       }
       std::uint64_t* kr = keys + r * vocab;
       for (std::int64_t j = t; j < vocab; j += sample_threads)
-        kr[j] = ~sample_math::rank_key(w[j], j);
+        kr[j] = ~portable::sample_math::rank_key(w[j], j);
       if (t == 0) {
         segments[r] = static_cast<std::int32_t>(r * vocab);
         segments[rows + r] = static_cast<std::int32_t>((r + 1) * vocab);
@@ -233,41 +233,41 @@ __global__ void __launch_bounds__(sample_threads)
   }
   if (t == 0) {
     o.token = token;
-    o.status = sample_math::sampled;
+    o.status = portable::sample_math::sampled;
     o.lse = lse;
   }
 }
 
 __global__ void __launch_bounds__(sample_threads)
-    sample_finish(float const* logits, std::int64_t vocab, sample_math::row_params const* params,
+    sample_finish(float const* logits, std::int64_t vocab, portable::sample_math::row_params const* params,
                   float const* work, std::uint64_t const* sorted,
-                  sample_math::row_state const* state, sample_math::row_result* out) {
+                  portable::sample_math::row_state const* state, portable::sample_math::row_result* out) {
   __shared__ sample_shared sh;
   std::int64_t const r = blockIdx.x;
   int const t = static_cast<int>(threadIdx.x);
   auto const p = params[r];
-  sample_math::row_result& o = out[r];
-  if (o.status != sample_math::sampled) return;
+  portable::sample_math::row_result& o = out[r];
+  if (o.status != portable::sample_math::sampled) return;
   std::int32_t token = o.token;
   float const* w0 = logits + r * vocab;
   if (token < 0) {
     float const* w = sample_work_row(logits, work, p, r, vocab);
     std::uint64_t const* sr = sorted + r * vocab;
     auto const st = state[r];
-    double const inv_t = sample_math::inv_temperature(p.temperature);
+    double const inv_t = portable::sample_math::inv_temperature(p.temperature);
     auto const e = [&](std::int64_t i) {
-      return sample_math::weight(w[sample_math::rank_index(~sr[i])], st.mx, inv_t);
+      return portable::sample_math::weight(w[portable::sample_math::rank_index(~sr[i])], st.mx, inv_t);
     };
-    std::int64_t m = sample_math::kept(p.top_k, vocab);
+    std::int64_t m = portable::sample_math::kept(p.top_k, vocab);
     if (p.top_p < 1.0f) {
-      double const mass = sample_math::top_p_mass(p.top_p, st.z);
+      double const mass = portable::sample_math::top_p_mass(p.top_p, st.z);
       double last = 0.0;
       std::int64_t const j = sample_first_running(
           m, e, [mass](double c) { return c >= mass; }, last, sh);
       if (j < m) m = j + 1;
     }
     if (p.min_p > 0.0f) {
-      double const floor = sample_math::min_p_floor(p.min_p);
+      double const floor = portable::sample_math::min_p_floor(p.min_p);
       std::int64_t first = m;
       for (std::int64_t i = 1 + t; i < m; i += sample_threads)
         if (e(i) < floor) {
@@ -276,7 +276,7 @@ __global__ void __launch_bounds__(sample_threads)
         }
       m = sample_index_min(first, sh);
     }
-    token = sample_math::rank_index(~sr[sample_draw(m, e, p.uniform, sh)]);
+    token = portable::sample_math::rank_index(~sr[sample_draw(m, e, p.uniform, sh)]);
   }
   bool const want_lp = p.logprob != 0 || p.top_logprobs > 0;
   int const top = p.top_logprobs < vocab ? p.top_logprobs : static_cast<int>(vocab);
@@ -284,18 +284,18 @@ __global__ void __launch_bounds__(sample_threads)
   for (int k = 0; k < top; ++k) {
     std::uint64_t best = 0;
     for (std::int64_t j = t; j < vocab; j += sample_threads) {
-      auto const key = sample_math::rank_key(w0[j], j);
+      auto const key = portable::sample_math::rank_key(w0[j], j);
       if (key < below && key > best) best = key;
     }
     below = sample_key_max(best, sh);
     if (t == 0) {
-      o.top_token[k] = sample_math::rank_index(below);
-      o.top_logprob[k] = sample_math::logprob_of(w0[o.top_token[k]], o.lse);
+      o.top_token[k] = portable::sample_math::rank_index(below);
+      o.top_logprob[k] = portable::sample_math::logprob_of(w0[o.top_token[k]], o.lse);
     }
   }
   if (t == 0) {
     o.token = token;
-    o.logprob = want_lp ? sample_math::logprob_of(w0[token], o.lse) : CUDART_NAN_F;
+    o.logprob = want_lp ? portable::sample_math::logprob_of(w0[token], o.lse) : CUDART_NAN_F;
     o.top_count = top;
   }
 }
@@ -323,18 +323,18 @@ std::size_t sample_sort_bytes(std::int64_t rows, std::int64_t vocab) {
 }
 
 void sample(float const* logits, std::int64_t rows, std::int64_t vocab,
-            sample_math::row_params const* host_params, sample_math::row_params const* params,
-            sample_math::logit_adjust const* adjust, sample_scratch const& scratch,
-            sample_math::row_result* out, stream_t s) {
+            portable::sample_math::row_params const* host_params, portable::sample_math::row_params const* params,
+            portable::sample_math::logit_adjust const* adjust, sample_scratch const& scratch,
+            portable::sample_math::row_result* out, stream_t s) {
   detail::sample_check(rows, vocab);
   if (rows == 0) return;
   bool cut = false, adjusted = false;
   for (std::int64_t r = 0; r < rows; ++r) {
     auto const& p = host_params[r];
-    if (p.top_logprobs < 0 || p.top_logprobs > sample_math::max_top_logprobs)
+    if (p.top_logprobs < 0 || p.top_logprobs > portable::sample_math::max_top_logprobs)
       throw std::invalid_argument("tf: CUDA sample asks for " + std::to_string(p.top_logprobs) +
                                   " top logprobs");
-    cut = cut || (p.temperature != 0.0f && sample_math::has_cut(p.top_k, p.top_p, p.min_p, vocab));
+    cut = cut || (p.temperature != 0.0f && portable::sample_math::has_cut(p.top_k, p.top_p, p.min_p, vocab));
     adjusted = adjusted || p.adjust_count > 0;
   }
   if ((adjusted && !scratch.work) ||

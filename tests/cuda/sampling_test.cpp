@@ -19,7 +19,7 @@
 #include <vector>
 
 namespace fs = std::filesystem;
-namespace sm = tf::kernels::cuda::sample_math;
+namespace sm = tf::kernels::portable::sample_math;
 using tf::backend::cuda;
 using tf::sample::sample_result;
 using tf::sample::sampler;

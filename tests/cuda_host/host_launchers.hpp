@@ -9,11 +9,11 @@
 /// in exactly one translation unit.
 #include <kernels/cpu/quant_blocks.hpp>
 #include <kernels/cuda/attention_math.hpp>
-#include <kernels/cuda/elementwise_math.hpp>
 #include <kernels/cuda/launch.hpp>
 #include <kernels/cuda/norm_math.hpp>
 #include <kernels/cuda/quant.hpp>
 #include <kernels/cuda/recurrent_math.hpp>
+#include <kernels/portable/elementwise_math.hpp>
 #include <tests/cuda_host/fake_cublaslt.hpp>
 #include <tests/cuda_host/fake_cuda_runtime.hpp>
 #include <tests/cuda_host/host_sample_launchers.hpp>
@@ -72,11 +72,11 @@ inline void check_norm(std::int64_t rows, std::int64_t cols, std::int64_t group,
 inline float act(act_kind a, float x) {
   switch (a) {
     case act_kind::gelu_tanh:
-      return elementwise_math::gelu_tanh(x);
+      return portable::elementwise_math::gelu_tanh(x);
     case act_kind::silu:
-      return elementwise_math::silu(x);
+      return portable::elementwise_math::silu(x);
     case act_kind::relu2:
-      return elementwise_math::relu2(x);
+      return portable::elementwise_math::relu2(x);
   }
   throw std::invalid_argument("tf: CUDA kernels got an unknown activation");
 }
@@ -218,9 +218,9 @@ void rope(float* x, float const* cs, std::int64_t rows, std::int64_t heads, int 
     for (int pair = 0; pair < half; ++pair) {
       int const a = neox ? pair : 2 * pair, b = neox ? pair + half : 2 * pair + 1;
       if (neox)
-        elementwise_math::rotate_neox(xh[a], xh[b], c[pair], c[half + pair]);
+        portable::elementwise_math::rotate_neox(xh[a], xh[b], c[pair], c[half + pair]);
       else
-        elementwise_math::rotate_interleaved(xh[a], xh[b], c[pair], c[half + pair]);
+        portable::elementwise_math::rotate_interleaved(xh[a], xh[b], c[pair], c[half + pair]);
     }
   }
 }
@@ -257,7 +257,7 @@ void sigmoid_gate(float* x, float const* gate, std::int64_t n, stream_t) {
   if (n <= 0) return;
   emu::on_device_n(x, n, "sigmoid_gate", "x");
   emu::on_device_n(gate, n, "sigmoid_gate", "gate");
-  for (std::int64_t i = 0; i < n; ++i) x[i] *= elementwise_math::sigmoid(gate[i]);
+  for (std::int64_t i = 0; i < n; ++i) x[i] *= portable::elementwise_math::sigmoid(gate[i]);
 }
 
 void columns(float const* src, float* dst, std::int64_t rows, std::int64_t src_cols,
@@ -293,7 +293,7 @@ void gated_rmsnorm(float* y, float const* z, float const* w, std::int64_t w_size
 void softcap(float* x, std::int64_t n, float cap, stream_t) {
   if (n <= 0) return;
   emu::on_device_n(x, n, "softcap", "x");
-  for (std::int64_t i = 0; i < n; ++i) x[i] = elementwise_math::softcap(x[i], cap);
+  for (std::int64_t i = 0; i < n; ++i) x[i] = portable::elementwise_math::softcap(x[i], cap);
 }
 
 void gather_rows(float const* src, std::int64_t const* idx, std::int64_t n, std::int64_t cols,
@@ -472,7 +472,8 @@ void moe_combine(float const* y, float const* weight, std::int64_t n, int k, std
   emu::on_device_n(out, n * cols, "moe_combine", "out");
   for (std::int64_t i = 0; i < n * cols; ++i) {
     std::int64_t const t = i / cols, c = i % cols;
-    out[i] = elementwise_math::weighted_picks(weight + t * k, y + t * k * cols + c, cols, k);
+    out[i] =
+        portable::elementwise_math::weighted_picks(weight + t * k, y + t * k * cols + c, cols, k);
   }
 }
 
@@ -483,8 +484,8 @@ void add_scaled(float* out, float const* y, float const* gate, std::int64_t rows
   emu::on_device_n(y, rows * cols, "add_scaled", "y");
   if (gate) emu::on_device_n(gate, rows, "add_scaled", "gate");
   for (std::int64_t i = 0; i < rows * cols; ++i) {
-    float const scale = gate ? elementwise_math::sigmoid(gate[i / cols]) : 1.0f;
-    out[i] = elementwise_math::add_scaled(out[i], y[i], scale);
+    float const scale = gate ? portable::elementwise_math::sigmoid(gate[i / cols]) : 1.0f;
+    out[i] = portable::elementwise_math::add_scaled(out[i], y[i], scale);
   }
 }
 

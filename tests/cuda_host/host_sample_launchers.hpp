@@ -1,11 +1,11 @@
 #pragma once
 /// Host definitions of the sampling launchers (kernels/cuda/sample.cuh) for the emulated backend:
-/// each row through sample_math::sample_row_reference, the kernels' order on the host, with
-/// std::sort in place of CUB's radix sort (the rank keys are distinct, so any correct sort gives
-/// the same order). Every buffer the kernels would touch is checked to be device memory of the
-/// size they need. Included by host_launchers.hpp.
+/// each row through portable::sample_math::sample_row_reference, the kernels' order on the host,
+/// with std::sort in place of CUB's radix sort (the rank keys are distinct, so any correct sort
+/// gives the same order). Every buffer the kernels would touch is checked to be device memory of
+/// the size they need. Included by host_launchers.hpp.
 #include <kernels/cuda/launch.hpp>
-#include <kernels/cuda/sample_math.hpp>
+#include <kernels/portable/sample_math.hpp>
 #include <tests/cuda_host/fake_cuda_runtime.hpp>
 
 #include <climits>
@@ -37,10 +37,11 @@ std::size_t sample_sort_bytes(std::int64_t rows, std::int64_t vocab) {
 }
 
 void sample(float const* logits, std::int64_t rows, std::int64_t vocab,
-            sample_math::row_params const* host_params, sample_math::row_params const* params,
-            sample_math::logit_adjust const* adjust, sample_scratch const& scratch,
-            sample_math::row_result* out, stream_t) {
-  namespace sm = sample_math;
+            portable::sample_math::row_params const* host_params,
+            portable::sample_math::row_params const* params,
+            portable::sample_math::logit_adjust const* adjust, sample_scratch const& scratch,
+            portable::sample_math::row_result* out, stream_t) {
+  namespace sm = portable::sample_math;
   using host_detail::sample_on_device;
   host_detail::sample_check(rows, vocab);
   if (rows == 0) return;

@@ -1,6 +1,6 @@
 // Device sampling through backend::cuda's host code on the CPU, without a GPU: the real
 // tf::engine<Family, backend::cuda> over the fake CUDA runtime, its sampling launcher emulated on
-// the host in the kernels' order (host_sample_launchers.hpp: sample_math::sample_row_reference,
+// the host in the kernels' order (host_sample_launchers.hpp: portable::sample_math::sample_row_reference,
 // std::sort in place of CUB's radix sort). So this checks the plumbing (params, adjustments and
 // scratch on the device, only results copied back, errors) and the order's spec against the CPU
 // sampler; scripts/gpu-check.sh runs tests/cuda/sampling_test.cpp on a GPU.
@@ -155,14 +155,14 @@ TEST_CASE("a grammar or many top logprobs in the batch sample every row on the h
     CHECK_FALSE(sampler(ps[2]).device_eligible());
     run_batch(e, ps, 4, false);
     ps = tf::test::sampling_mix(static_cast<std::int32_t>(vocab));
-    ps[0].top_logprobs = tf::kernels::cuda::sample_math::max_top_logprobs + 1;
+    ps[0].top_logprobs = tf::kernels::portable::sample_math::max_top_logprobs + 1;
     run_batch(e, ps, 2, false);
   });
 }
 
 TEST_CASE("device sampling errors reach the caller as the CPU sampler's") {
   using Catch::Matchers::Contains;
-  namespace sm = tf::kernels::cuda::sample_math;
+  namespace sm = tf::kernels::portable::sample_math;
   with_engine("qwen/tiny/tiny-f32.gguf", [&](auto& e) {
     auto const vocab = static_cast<std::int32_t>(e.vocab_size());
     std::vector<sm::row_params> rows(2);

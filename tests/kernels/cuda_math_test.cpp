@@ -3,8 +3,8 @@
 // double-precision softmax. The device runs the same functions with CUDA's exp and tanh (a couple
 // of ulp from the host's), so these tolerances bound the order, not the device's libm.
 #include <kernels/cuda/attention_math.hpp>
-#include <kernels/cuda/elementwise_math.hpp>
 #include <kernels/cuda/norm_math.hpp>
+#include <kernels/portable/elementwise_math.hpp>
 #include <tf/backend/cpu.hpp>
 
 #include <catch2/catch.hpp>
@@ -18,7 +18,7 @@
 #include <span>
 #include <vector>
 
-namespace em = tf::kernels::cuda::elementwise_math;
+namespace em = tf::kernels::portable::elementwise_math;
 namespace nm = tf::kernels::cuda::norm_math;
 namespace am = tf::kernels::cuda::attention_math;
 using cpu = tf::backend::cpu;

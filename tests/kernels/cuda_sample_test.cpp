@@ -1,11 +1,11 @@
-// The sampling kernels' order (kernels/cuda/sample_math.hpp's sample_row_reference, the host copy
-// of kernels/cuda/sample.cuh) against tf::sample::sampler over thousands of random rows: vocab
+// The sampling kernels' order (kernels/portable/sample_math.hpp's sample_row_reference, the host
+// copy of kernels/cuda/sample.cuh) against tf::sample::sampler over thousands of random rows: vocab
 // sizes up to 262144, ties, -inf entries, temperatures, top-k / top-p / min-p, penalties over
 // histories, logit biases and several draws per seed. The tokens must be equal (both follow one
 // specified candidate order; they could differ only where a draw lands within rounding of a
 // boundary, which random uniforms do not hit); logprobs within 1e-5 + 1e-6 |logprob| (the CPU's
 // log-sum-exp uses a float exp); top logprobs the same tokens in the same order.
-#include <kernels/cuda/sample_math.hpp>
+#include <kernels/portable/sample_math.hpp>
 #include <tf/sample/sampler.hpp>
 
 #include <catch2/catch.hpp>
@@ -19,7 +19,7 @@
 #include <span>
 #include <vector>
 
-namespace sm = tf::kernels::cuda::sample_math;
+namespace sm = tf::kernels::portable::sample_math;
 using tf::sample::sample_result;
 using tf::sample::sampler;
 using tf::sample::sampling_params;

@@ -254,7 +254,7 @@ TEST_CASE("logit_bias: an id outside the vocabulary or a non-finite bias is an e
 namespace {
 
 // The token a draw picks from `weights` walked in `order` with the uniform u: the first whose
-// running sum passes u times the total (kernels/cuda/sample_math.hpp's draw).
+// running sum passes u times the total (kernels/portable/sample_math.hpp's draw).
 int walk(std::vector<double> const& weights, std::vector<int> const& order, double u) {
   double total = 0.0;
   for (int i : order) total += weights[static_cast<std::size_t>(i)];

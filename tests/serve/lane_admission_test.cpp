@@ -1,6 +1,6 @@
 // Tests include/tf/serve/lane_admission.hpp: waits, refusals, the bounded queue, prefix reuse,
 // rank replay, hybrid slots, and the stop census after every test.
-#include <tf/engine.hpp>
+#include <tf/serve.hpp>
 #include <tf/serve/lane_admission.hpp>
 
 #include <catch2/catch.hpp>

@@ -416,9 +416,9 @@ class cuda {
   /// Samples each logit row the last logits() left on the device (rows[i] for row i, their
   /// adjustments indexing `adjust`): only the tokens and logprobs come back (the capability
   /// tf::backend::device_sampling detects).
-  void sample_rows(std::span<kernels::cuda::sample_math::row_params const> rows,
-                   std::span<kernels::cuda::sample_math::logit_adjust const> adjust,
-                   std::span<kernels::cuda::sample_math::row_result> out) {
+  void sample_rows(std::span<kernels::portable::sample_math::row_params const> rows,
+                   std::span<kernels::portable::sample_math::logit_adjust const> adjust,
+                   std::span<kernels::portable::sample_math::row_result> out) {
     sampler_.run(head_out_.data(), head_out_.rows, head_out_.cols, rows, adjust, out, stream_);
   }
 

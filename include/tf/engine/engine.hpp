@@ -191,7 +191,7 @@ class engine {
     return be_.make_kv_store(kv, kv_layout(model_.bound().hp));
   }
 
-  static sample::sample_result result_of(kernels::cuda::sample_math::row_result const& r) {
+  static sample::sample_result result_of(kernels::portable::sample_math::row_result const& r) {
     sample::sample_result out;
     out.token = r.token;
     out.logprob = r.logprob;
@@ -217,9 +217,9 @@ class engine {
   typename Backend::state_store states_;
   // forward_sample's buffers, kept between forwards.
   std::vector<float> host_logits_;
-  std::vector<kernels::cuda::sample_math::row_params> sample_rows_;
-  std::vector<kernels::cuda::sample_math::logit_adjust> sample_adjust_;
-  std::vector<kernels::cuda::sample_math::row_result> sample_out_;
+  std::vector<kernels::portable::sample_math::row_params> sample_rows_;
+  std::vector<kernels::portable::sample_math::logit_adjust> sample_adjust_;
+  std::vector<kernels::portable::sample_math::row_result> sample_out_;
 };
 
 }  // namespace tf

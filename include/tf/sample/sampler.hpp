@@ -3,7 +3,7 @@
 /// penalties and a per-request logit bias, with a per-request seeded PRNG; returns the token, its
 /// logprob and top logprobs; a request's grammar (response_format) masks its own row.
 #include <kernels/cpu/vec_math.hpp>
-#include <kernels/cuda/sample_math.hpp>
+#include <kernels/portable/sample_math.hpp>
 #include <tf/error.hpp>
 #include <tf/grammar/token_mask.hpp>
 #include <tf/sample/rng.hpp>
@@ -149,18 +149,18 @@ class sampler {
 
   sampling_params const& params() const { return params_; }
 
-  /// A device can sample this request (kernels/cuda/sample_math.hpp): no grammar, and no more
+  /// A device can sample this request (kernels/portable/sample_math.hpp): no grammar, and no more
   /// top logprobs than the device reports.
   bool device_eligible() const {
-    return !grammar_ && params_.top_logprobs <= kernels::cuda::sample_math::max_top_logprobs;
+    return !grammar_ && params_.top_logprobs <= kernels::portable::sample_math::max_top_logprobs;
   }
 
   /// The next token's row as a device samples it, in place of sample(): the params, this row's
   /// adjustments (appended to `adjust`, the row's range recorded) and the draw's uniform, taken
   /// from this request's stream exactly where sample() takes it, so both backends see one stream.
-  kernels::cuda::sample_math::row_params device_row(
+  kernels::portable::sample_math::row_params device_row(
       std::size_t vocab, std::span<std::int32_t const> history,
-      std::vector<kernels::cuda::sample_math::logit_adjust>& adjust) {
+      std::vector<kernels::portable::sample_math::logit_adjust>& adjust) {
     if (!device_eligible()) throw error("tf: this request's sampling runs on the host");
     auto p = device_params();
     p.adjust_begin = static_cast<std::int32_t>(adjust.size());
@@ -198,7 +198,7 @@ class sampler {
       auto const p = device_params();
       for (auto const& a : adjust_) {
         float& v = work_[static_cast<std::size_t>(a.token)];
-        v = kernels::cuda::sample_math::adjust(v, a, p);
+        v = kernels::portable::sample_math::adjust(v, a, p);
       }
       if (grammar_) grammar_->mask(work_);
       out.token = params_.temperature == 0.0f ? argmax(work_) : draw();
@@ -223,8 +223,8 @@ class sampler {
   }
 
   // The sampler's params as a device row (no adjustments, no uniform yet).
-  kernels::cuda::sample_math::row_params device_params() const {
-    kernels::cuda::sample_math::row_params p;
+  kernels::portable::sample_math::row_params device_params() const {
+    kernels::portable::sample_math::row_params p;
     p.temperature = params_.temperature;
     p.top_k = params_.top_k;
     p.top_p = params_.top_p;
@@ -240,7 +240,7 @@ class sampler {
   // Appends the changes to a row of n logits, in the order they apply: a penalty per token seen
   // in the history (by token id), then each logit bias as the request lists it.
   void adjustments(std::span<std::int32_t const> history, std::size_t n,
-                   std::vector<kernels::cuda::sample_math::logit_adjust>& out) {
+                   std::vector<kernels::portable::sample_math::logit_adjust>& out) {
     if (penalised(history)) {
       counts_.clear();
       for (auto t : history) {
@@ -275,11 +275,11 @@ class sampler {
     return i < v.size() ? static_cast<std::int32_t>(i) : 0;
   }
 
-  // One draw in the order kernels/cuda/sample_math.hpp specifies: without a cut the whole
+  // One draw in the order kernels/portable/sample_math.hpp specifies: without a cut the whole
   // vocabulary in index order; with one the tokens ranked (w desc, index asc), cut by top-k, top-p
   // and min-p.
   std::int32_t draw() {
-    namespace sm = kernels::cuda::sample_math;
+    namespace sm = kernels::portable::sample_math;
     auto const n = work_.size();
     float mx = -std::numeric_limits<float>::infinity();
     for (float v : work_) mx = sm::max_skip_nan(mx, v);
@@ -361,7 +361,7 @@ class sampler {
   std::vector<double> probs_;
   std::vector<std::int32_t> order_;
   std::unordered_map<std::int32_t, int> counts_;
-  std::vector<kernels::cuda::sample_math::logit_adjust> adjust_;
+  std::vector<kernels::portable::sample_math::logit_adjust> adjust_;
 };
 
 }  // namespace tf::sample

@@ -3,7 +3,7 @@
 /// kernels need (kernels/cuda/sample.cuh) grown on demand, and the results copied back, so a
 /// token costs a few bytes over the bus instead of its logits row.
 #include <kernels/cuda/launch.hpp>
-#include <kernels/cuda/sample_math.hpp>
+#include <kernels/portable/sample_math.hpp>
 #include <tf/backend/cuda/device.hpp>
 #include <tf/error.hpp>
 
@@ -16,16 +16,16 @@ namespace tf::backend::cuda_parts {
 /// Samples logit rows left in device memory; owns the device scratch between calls.
 class device_sampler {
  public:
-  using row_params = kernels::cuda::sample_math::row_params;
-  using logit_adjust = kernels::cuda::sample_math::logit_adjust;
-  using row_result = kernels::cuda::sample_math::row_result;
+  using row_params = kernels::portable::sample_math::row_params;
+  using logit_adjust = kernels::portable::sample_math::logit_adjust;
+  using row_result = kernels::portable::sample_math::row_result;
 
   /// out[r] = the sample of row r of logits [rows, vocab] (device memory) under params[r]; throws
   /// tf::error where a row has no finite logit or every logit is -inf after its adjustments.
   void run(float const* logits, std::int64_t rows, std::int64_t vocab,
            std::span<row_params const> params, std::span<logit_adjust const> adjust,
            std::span<row_result> out, kernels::cuda::stream_t stream) {
-    namespace sm = kernels::cuda::sample_math;
+    namespace sm = kernels::portable::sample_math;
     if (static_cast<std::int64_t>(params.size()) != rows || out.size() != params.size())
       throw error("tf: device sampling of {} logit rows got {} params and {} results", rows,
                   params.size(), out.size());
@@ -82,7 +82,7 @@ class device_sampler {
   device_array<float> work_;
   device_array<std::uint64_t> keys_, sorted_;
   device_array<std::int32_t> segments_;
-  device_array<kernels::cuda::sample_math::row_state> state_;
+  device_array<kernels::portable::sample_math::row_state> state_;
   device_array<std::byte> temp_;
   device_array<row_result> out_;
 };

@@ -3,12 +3,12 @@
 /// softcap, the RoPE rotation of a pair and the weighted sums of the MoE combine. Products and sums
 /// that the CPU backend rounds on their own are written with mul_rn and add_rn, so nvcc does not
 /// fuse them into an fma and a kernel's bits match the host's for the same exp and tanh.
-#include <kernels/cuda/hd.hpp>
+#include <kernels/portable/hd.hpp>
 
 #include <cmath>
 #include <cstdint>
 
-namespace tf::kernels::cuda::elementwise_math {
+namespace tf::kernels::portable::elementwise_math {
 
 /// a * b rounded to f32 on its own (never fused with a following add).
 TF_HD inline float mul_rn(float a, float b) {
@@ -81,4 +81,4 @@ TF_HD inline float weighted_picks(float const* weight, float const* y, std::int6
   return acc;
 }
 
-}  // namespace tf::kernels::cuda::elementwise_math
+}  // namespace tf::kernels::portable::elementwise_math

@@ -12,8 +12,8 @@
 /// weight reaches top_p of the total), then by min-p (weight >= min_p). u = uniform * the
 /// candidates' total; the token is the first candidate whose running sum passes u (the last one
 /// when rounding leaves none).
-#include <kernels/cuda/elementwise_math.hpp>
-#include <kernels/cuda/hd.hpp>
+#include <kernels/portable/elementwise_math.hpp>
+#include <kernels/portable/hd.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -22,7 +22,7 @@
 #include <limits>
 #include <vector>
 
-namespace tf::kernels::cuda::sample_math {
+namespace tf::kernels::portable::sample_math {
 
 /// Threads of the block that samples one row.
 inline constexpr int block_threads = 512;
@@ -332,4 +332,4 @@ inline row_result sample_row_reference(float const* w0, std::int64_t n, row_para
   return out;
 }
 
-}  // namespace tf::kernels::cuda::sample_math
+}  // namespace tf::kernels::portable::sample_math
