@@ -10,6 +10,7 @@
 #include <families/glm/glm4_moe.hpp>
 #include <families/mtp_heads.hpp>
 #include <families/qwen/qwen35.hpp>
+#include <families/qwen/qwen3_next.hpp>
 #include <tf/backend/cpu.hpp>
 #include <tf/engine/engine.hpp>
 #include <tf/serve/lane_host.hpp>
@@ -33,6 +34,7 @@ using tf::model::model_file;
 using namespace std::chrono_literals;
 using dense_engine = tf::engine<qwen::qwen35, tf::backend::cpu>;
 using glm_engine = tf::engine<glm::glm4_moe, tf::backend::cpu>;
+using next_engine = tf::engine<qwen::qwen3_next, tf::backend::cpu>;
 
 namespace {
 
@@ -303,4 +305,64 @@ TEST_CASE("GLM-4.5 next-n drafts: replies equal to the replies without drafts, d
   check_drafts<glm_engine, glm::glm4_moe>(glm_dir, [](model_file const& f, tf::backend::cpu& be) {
     return glm::load_moe_weights(f, be);
   });
+}
+
+TEST_CASE("Qwen3-Next MTP drafts: replies equal to the replies without drafts, drafts accepted") {
+  check_drafts<next_engine, qwen::qwen3_next>(next_dir,
+                                              [](model_file const& f, tf::backend::cpu& be) {
+                                                return qwen::load_qwen3_next_weights(f, be);
+                                              });
+}
+
+// The source keeps the head's KV and the target's states between rounds; its proposals must be
+// the ones a fresh source makes from the whole history at once, bit for bit (a row's results do
+// not depend on its chunk, in the target and in the head), after any mix of accepted drafts.
+TEST_CASE("MTP drafts kept between rounds equal drafts made afresh from the whole history") {
+  auto const file = model_file::open(dir);
+  tf::backend::cpu binder;
+  auto const w = qwen::load_qwen35_weights(file, binder);
+  auto const V = static_cast<std::size_t>(w.hp.vocab_size);
+  auto const H = static_cast<std::size_t>(w.hp.hidden_size);
+  dense_engine target(w, {4, 64, tf::kv_dtype::f32, 1}, {1});
+  std::vector<std::int32_t> const pages{0, 1, 2, 3};
+  // Runs `toks` at `pos` in the target's stream: their hidden states, and the last logits row.
+  std::vector<float> logits(V);
+  auto run = [&](dense_engine& e, std::span<std::int32_t const> toks, std::int32_t pos) {
+    std::vector<float> hidden(toks.size() * H);
+    tf::batch_row r{toks, pos, pages, false, 0};
+    e.forward({&r, 1}, logits.data(), hidden.data());
+    return hidden;
+  };
+  tf::serve::mtp_draft kept(tf::families::open_mtp_head(file), 2, 256);
+  std::vector<std::int32_t> h;
+  for (int j = 0; j < 20; ++j) h.push_back(3 + (53 * j) % 1190);
+  kept.observe(h, 0, run(target, h, 0));
+  std::uint64_t mix = 12345;
+  std::size_t accepted = 0;
+  for (int round = 0; round < 12; ++round) {
+    INFO("round " << round);
+    auto const pos = static_cast<std::int32_t>(h.size());
+    h.push_back(argmax(logits));  // the pending token
+    std::vector<std::int32_t> drafts;
+    kept.propose(h, 4, drafts);
+    REQUIRE(drafts.size() == 4);
+    // Afresh: the target over the history before the pending token, then a new source.
+    dense_engine again(w, {4, 64, tf::kv_dtype::f32, 1}, {1});
+    std::span<std::int32_t const> const before(h.data(), h.size() - 1);
+    tf::serve::mtp_draft fresh(tf::families::open_mtp_head(file), 1, 256);
+    fresh.observe(before, 0, run(again, before, 0));
+    std::vector<std::int32_t> want;
+    fresh.propose(h, 4, want);
+    CHECK(drafts == want);
+    // Accept a pseudo-random count of the drafts: the target runs the pending token and those.
+    mix = mix * 6364136223846793005ull + 1442695040888963407ull;
+    auto const take = static_cast<std::size_t>(mix >> 61) % 5;
+    std::vector<std::int32_t> row{h.back()};
+    row.insert(row.end(), drafts.begin(), drafts.begin() + static_cast<std::ptrdiff_t>(take));
+    auto const hidden = run(target, row, pos);
+    h.insert(h.end(), drafts.begin(), drafts.begin() + static_cast<std::ptrdiff_t>(take));
+    kept.observe(h, static_cast<std::size_t>(pos), hidden);
+    accepted += take;
+  }
+  CHECK(accepted > 0);
 }
