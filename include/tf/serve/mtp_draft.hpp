@@ -60,6 +60,9 @@ class mtp_draft final : public draft_source {
       c.hid.resize((first - c.hid_from) * width_);
     }
     c.hid.insert(c.hid.end(), hidden.begin(), hidden.end());
+    // Every position but the last has its next token: into the head's KV now, so only the last
+    // state is kept (a long prompt's states would otherwise wait for the first proposal).
+    catch_up(c, c.seen, c.seen.size() - 1, c.seen.size() - 1);
   }
 
   void propose(std::span<std::int32_t const> h, std::size_t max,
@@ -75,21 +78,7 @@ class mtp_draft final : public draft_source {
         c = &k;
     if (!c) return;
     c->used = ++clock_;
-    // Head positions below `done` hold K and V for the tokens in `fed`: those still in the
-    // history stay; positions without the target's hidden state are skipped, not run.
-    auto done = std::min({c->done, common_prefix(c->fed, h.subspan(1)), last});
-    done = std::max(done, c->hid_from);
-    auto const rows = last + 1 - done;
-    batch_row r{h.subspan(done + 1, rows), static_cast<std::int32_t>(done), c->pages, false, -1};
-    own_.resize(rows * width_);
-    head_->forward({&r, 1}, c->hid.data() + (done - c->hid_from) * width_, logits_.data(),
-                   own_.data());
-    c->fed.assign(h.begin() + 1, h.end());
-    c->done = last + 1;
-    // The target's states below the last position are in the head's KV now.
-    c->hid.erase(c->hid.begin(),
-                 c->hid.begin() + static_cast<std::ptrdiff_t>((last - c->hid_from) * width_));
-    c->hid_from = last;
+    catch_up(*c, h, last, last + 1);  // at least the last position: its logits give the first
     step_.assign(own_.end() - static_cast<std::ptrdiff_t>(width_), own_.end());
     for (std::size_t i = 0; i < max; ++i) {
       auto const t = static_cast<std::int32_t>(std::max_element(logits_.begin(), logits_.end()) -
@@ -114,6 +103,26 @@ class mtp_draft final : public draft_source {
     std::vector<std::int32_t> pages;
     std::uint64_t used = 0;
   };
+
+  // Runs the head over its positions from the first it lacks, or whose next token changed, but
+  // from `from` at the latest, up to `upto` (exclusive; h holds each one's next token), reading
+  // the target's states; then keeps only the states from position upto - 1 on. Positions without
+  // the target's state (a reused prompt prefix) are skipped, not run.
+  void catch_up(cache& c, std::span<std::int32_t const> h, std::size_t from, std::size_t upto) {
+    auto done = std::min({c.done, common_prefix(c.fed, h.subspan(1)), from});
+    done = std::max(done, c.hid_from);
+    if (done >= upto) return;
+    auto const rows = upto - done;
+    batch_row r{h.subspan(done + 1, rows), static_cast<std::int32_t>(done), c.pages, false, -1};
+    own_.resize(rows * width_);
+    head_->forward({&r, 1}, c.hid.data() + (done - c.hid_from) * width_, logits_.data(),
+                   own_.data());
+    c.fed.assign(h.begin() + 1, h.begin() + static_cast<std::ptrdiff_t>(upto + 1));
+    c.done = upto;
+    auto const drop = upto - 1 - c.hid_from;
+    c.hid.erase(c.hid.begin(), c.hid.begin() + static_cast<std::ptrdiff_t>(drop * width_));
+    c.hid_from = upto - 1;
+  }
 
   static std::size_t common_prefix(std::span<std::int32_t const> a,
                                    std::span<std::int32_t const> b) {
