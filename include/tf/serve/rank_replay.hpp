@@ -32,7 +32,7 @@ namespace tf::serve {
 
 /// What one message from rank 0 asks the other ranks to do after replaying its decisions.
 enum class replay_op : std::uint8_t {
-  idle,        // nothing: rank 0 is alive (keeps the others inside the collective deadline)
+  idle,        // a barrier only: every rank learns the others are alive while the server idles
   forward,     // run these rows (rank 0 samples; the others drop their logits)
   copy_page,   // page `to` takes page `from`
   copy_state,  // state slot `to` takes slot `from`
@@ -118,6 +118,14 @@ inline std::vector<decision> get_decisions(replay_reader& r) {
 
 }  // namespace detail
 
+/// A model whose forward can also write every token's final hidden state.
+template <class M>
+concept gives_hidden_states = requires(M& m, M const& cm, std::span<batch_row const> rows,
+                                       float* p) {
+  m.forward(rows, p, p);
+  cm.hidden_size();
+};
+
 /// Every rank's census (index = rank), this rank's given as `mine`.
 template <dist::host_communicator C>
 std::vector<kv::census> gather_census(C& comm, kv::census mine) {
@@ -175,6 +183,13 @@ class rank_leader final : public rank_link {
     run(replay_op::forward, rows, 0, 0,
         [&] { model_->forward_sample(rows, samplers, histories, out); });
   }
+  /// The forward that also gives every token's final hidden state (for drafts that read them,
+  /// an MTP head), where `M` has it; the other ranks run the plain forward.
+  void forward(std::span<batch_row const> rows, float* logits,
+               float* hidden) requires gives_hidden_states<M> {
+    run(replay_op::forward, rows, 0, 0, [&] { model_->forward(rows, logits, hidden); });
+  }
+  auto hidden_size() const requires gives_hidden_states<M> { return model_->hidden_size(); }
   void copy_page(std::int32_t from, std::int32_t to) {
     run(replay_op::copy_page, {}, from, to, [&] { model_->copy_page(from, to); });
   }
@@ -254,7 +269,9 @@ class rank_leader final : public rank_link {
       std::lock_guard lock(call_mutex_);
       if (failed_ || clock::now() - last_sent_ < beat_) continue;
       try {
+        // With a barrier, so that a rank that died while the server idles is found now too.
         send(replay_op::idle, {}, 0, 0);
+        comm_.barrier();
       } catch (std::exception const& e) {
         failure_ = e.what();
         failed_ = true;
@@ -304,6 +321,7 @@ std::vector<kv::census> follow_leader(C& comm, M& model, lane_admission<Family>&
     if (!ds.empty()) mirror.replay(ds);
     switch (op) {
       case replay_op::idle:
+        comm.barrier();
         break;
       case replay_op::forward: {
         auto const n = r.get<std::uint32_t>();
