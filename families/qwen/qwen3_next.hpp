@@ -9,6 +9,7 @@
 /// - the router renormalises per norm_topk_prob, and mlp_only_layers / decoder_sparse_step make
 ///   some layers a dense SwiGLU.
 #include <families/qwen/qwen3_next_model.hpp>
+#include <tf/backend/capabilities.hpp>
 #include <tf/family.hpp>
 #include <tf/kv/hybrid_pool.hpp>
 
@@ -21,6 +22,8 @@ struct qwen3_next {
   static constexpr std::string_view name = "qwen3_next";
   static constexpr std::array<std::string_view, 2> arch_names{"qwen3next", "qwen3_next"};
   using ledger_pool = tf::ledgerPool<tf::kv::hybrid_pool>;
+  using backend_needs =
+      tf::backend::needs<tf::backend::recurrent_layers, tf::backend::routed_experts>;
   static constexpr bool per_request_admission = true;
   using hparams = qwen35_hparams;
   template <class B>

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace {
 template <class T>
@@ -114,6 +115,45 @@ TEST_CASE("a family without a forward says so at run time") {
   // A family with a forward gets as far as reading the file's hyper-parameters.
   write_empty_gguf(path, "nemotron_h");
   CHECK_THROWS_WITH(tf::open(path), Catch::Contains("nemotron_h GGUF lacks the metadata key"));
+  std::filesystem::remove(path);
+}
+
+namespace {
+// Gemma 3 asking for a capability the CPU backend lacks (it samples on the host).
+struct wants_device_sampling : tf::families::gemma::gemma3 {
+  static constexpr std::string_view name = "wants_device_sampling";
+  static constexpr std::array<std::string_view, 1> arch_names{"tf-wants-device-sampling"};
+  using backend_needs = tf::backend::needs<tf::backend::sampling_on_device>;
+};
+}  // namespace
+
+TEST_CASE("a family runs only on a backend that offers the capabilities it lists") {
+  using namespace tf::families;
+  using tf::backend::cpu;
+  // The CPU backend offers every capability but sampling on the device.
+  STATIC_REQUIRE(tf::backend::offers<cpu, tf::backend::recurrent_layers>);
+  STATIC_REQUIRE(tf::backend::offers<cpu, tf::backend::routed_experts>);
+  STATIC_REQUIRE(tf::backend::offers<cpu, tf::backend::split_weights>);
+  STATIC_REQUIRE_FALSE(tf::backend::offers<cpu, tf::backend::sampling_on_device>);
+  // Families list what their forward uses; the dense ones need only the core.
+  STATIC_REQUIRE(std::is_same_v<tf::backend::needs_of<gemma::gemma3>, tf::backend::needs<>>);
+  STATIC_REQUIRE(std::is_same_v<
+                 tf::backend::needs_of<nemotron::nemotron_h>,
+                 tf::backend::needs<tf::backend::recurrent_layers, tf::backend::routed_experts>>);
+  STATIC_REQUIRE(tf::runs_on<qwen::qwen3_next, cpu>);
+  STATIC_REQUIRE(tf::has_forward<wants_device_sampling, cpu>);
+  STATIC_REQUIRE_FALSE(tf::runs_on<wants_device_sampling, cpu>);
+  CHECK(tf::backend::missing_capability<wants_device_sampling, cpu> ==
+        tf::backend::sampling_on_device::name);
+  CHECK(tf::backend::missing_capability<qwen::qwen35_moe, cpu>.empty());
+  CHECK_THROWS_WITH((tf::require_forward<wants_device_sampling, cpu>()),
+                    Catch::Contains("'wants_device_sampling' family needs sampling on the device "
+                                    "(sample_rows), which the cpu backend does not offer"));
+  // tf::open of a file of that family refuses it with the same message, before reading weights.
+  auto const path = std::filesystem::temp_directory_path() / "tf_registry_capability.gguf";
+  write_empty_gguf(path, "tf-wants-device-sampling");
+  CHECK_THROWS_WITH(tf::open<builtin::with<wants_device_sampling>>(path),
+                    Catch::Contains("which the cpu backend does not offer"));
   std::filesystem::remove(path);
 }
 

@@ -36,10 +36,11 @@ namespace {
 
 template <class... F>
 constexpr bool every_forward_on_cuda(tf::families::registry<F...>*) {
-  return ((!tf::has_forward<F, cpu> || tf::has_forward<F, cuda>)&&...);
+  return ((!tf::runs_on<F, cpu> || tf::runs_on<F, cuda>)&&...);
 }
 static_assert(every_forward_on_cuda(static_cast<tf::families::builtin*>(nullptr)),
-              "a built-in family runs on the CPU but not on backend::cuda");
+              "a built-in family runs on the CPU but not on backend::cuda (its forward or a "
+              "capability it needs is missing there)");
 
 bool have_device() {
   if (tf::backend::cuda_parts::device_count() > 0) return true;

@@ -136,10 +136,12 @@ inline std::uint64_t kv_bytes_per_token(kv_layout const& l, kv_dtype dtype) {
 }
 
 // clang-format off
-/// A backend: names itself and its memory, and runs a forward's operations on its own buffers.
-/// `step` is one batch gathered for the device; `buffer` an activation [rows, cols]; `matrix` a
-/// bound weight; `vector` a bound f32 vector (norm weights, biases); `kv_store` the paged KV;
-/// `state_store` the recurrent-state slots.
+/// A backend: names itself and its memory, makes its stores and bound vectors, and runs the
+/// operations every family's forward is written in (the dense transformer path). `step` is one
+/// batch gathered for the device; `buffer` an activation [rows, cols]; `matrix` a bound weight;
+/// `vector` a bound f32 vector (norm weights, biases); `kv_store` the paged KV; `state_store` the
+/// recurrent-state slots. What only some families need (recurrent layers, routed experts, split
+/// weights, sampling on the device) is a capability beside this core: backend/capabilities.hpp.
 template <class B>
 concept backend = requires {
   { B::name } -> std::convertible_to<std::string_view>;
@@ -154,8 +156,10 @@ concept backend = requires {
 } && requires(B& be, typename B::step const& s, typename B::buffer& x,
               typename B::buffer const& cx, typename B::matrix const& w,
               typename B::vector const& v, typename B::kv_store& kv,
-              typename B::kv_store const& ckv, typename B::state_store& st,
-              std::span<batch_row const> rows, float* logits) {
+              typename B::kv_store const& ckv, std::span<batch_row const> rows, float* logits) {
+  { be.upload(std::vector<float>{}) } -> std::same_as<typename B::vector>;
+  { be.make_kv_store(kv_shape{}, kv_layout{}) } -> std::same_as<typename B::kv_store>;
+  { be.make_state_store(std::int32_t{}, state_layout{}) } -> std::same_as<typename B::state_store>;
   { be.begin(rows, ckv, std::int64_t{}) } -> std::same_as<typename B::step const&>;
   be.embed(s, w, x, 1.0f);
   be.rmsnorm(cx, v, x, 1e-6f);
@@ -175,10 +179,6 @@ concept backend = requires {
   be.activate(s, activation::relu2, x);
   be.sigmoid_gate(x, cx);
   be.columns(cx, x, std::int64_t{}, std::int64_t{}, std::int64_t{});
-  be.gated_rmsnorm(x, cx, v, 1, 1e-6f, true);
-  be.conv1d(s, st, 0, std::int64_t{}, x, v, &v, true);
-  be.ssm_scan(s, st, 0, std::int64_t{}, cx, cx, v, v, v, ssm_params{}, x);
-  be.gated_delta(s, st, 0, std::int64_t{}, cx, cx, cx, v, v, delta_params{}, x);
   be.logits(s, cx, v, w, 1e-6f, 0.0f, logits);
 };
 // clang-format on

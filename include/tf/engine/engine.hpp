@@ -3,6 +3,7 @@
 /// and buffers), the bound weights, the KV store and, for a family with recurrent layers, the
 /// recurrent-state store (one slot per stream), and runs one batch of rows per forward().
 #include <tf/backend/backend.hpp>
+#include <tf/backend/capabilities.hpp>
 #include <tf/backend/device_sampling.hpp>
 #include <tf/batch.hpp>
 #include <tf/error.hpp>
@@ -19,12 +20,21 @@
 
 namespace tf {
 
-/// Throws, naming the family and the backend, where the family has no forward on the backend.
+/// The family has a forward on the backend and the backend offers what that forward needs.
+template <class Family, class Backend>
+inline constexpr bool runs_on =
+    has_forward<Family, Backend>&& backend::offers_needs<Family, Backend>;
+
+/// Throws, naming the family and the backend (and the capability), where the family cannot run
+/// on the backend.
 template <class Family, class Backend>
 void require_forward() {
   if constexpr (!has_forward<Family, Backend>)
     throw error("tf: the '{}' family is recognised but has no forward pass on the {} backend yet",
                 Family::name, Backend::name);
+  else if constexpr (!backend::offers_needs<Family, Backend>)
+    throw error("tf: the '{}' family needs {}, which the {} backend does not offer", Family::name,
+                backend::missing_capability<Family, Backend>, Backend::name);
 }
 
 template <class Family, class Backend>
@@ -36,6 +46,7 @@ class engine {
   static_assert(has_forward<Family, Backend>,
                 "tf: this family has no forward: declare `template <class B> using model = "
                 "YourModel<B>;` in its traits (see docs/adding-a-family.md).");
+  static_assert(backend::check_needs<Family, Backend>);
 
  public:
   using family = Family;

@@ -105,13 +105,13 @@ class loaded_engine final : public loaded_model {
 };
 
 /// Calls `f(hana::type_c<Family>)` for the family of `Registry` that answers `file`'s
-/// architecture when it has a forward on B; throws tf::error naming what is missing otherwise.
+/// architecture when it runs on B; throws tf::error naming what is missing otherwise.
 template <class Registry, class B, class Fn>
 void with_family(model::model_file const& file, Fn&& f) {
   std::string const arch(file.architecture());  // f may replace the file
   Registry::dispatch(arch, [&](auto t) {
     using F = typename decltype(t)::type;
-    if constexpr (has_forward<F, B>)
+    if constexpr (runs_on<F, B>)
       f(t);
     else
       require_forward<F, B>();
@@ -125,7 +125,7 @@ std::unique_ptr<loaded_model> open(std::filesystem::path const& path, open_optio
   std::string const arch(file.architecture());  // the file moves into the model below
   return Registry::dispatch(arch, [&](auto t) -> std::unique_ptr<loaded_model> {
     using F = typename decltype(t)::type;
-    if constexpr (has_forward<F, B>) {
+    if constexpr (runs_on<F, B>) {
       return std::make_unique<loaded_engine<F, B>>(std::move(file), path, o);
     } else {
       require_forward<F, B>();
