@@ -32,9 +32,11 @@ struct served_over_ranks {
   rank_link* link = nullptr;
 };
 
-/// The deadlines of a split start: loading (ranks read their shards at different speeds) and
-/// serving (a rank that stops answering for this long is reported).
+/// The deadlines of a split start: the checks before the load (the ranks start together), loading
+/// (ranks read their shards at different speeds) and serving (a rank that stops answering for
+/// this long is reported).
 struct rank_deadlines {
+  std::chrono::milliseconds start{std::chrono::minutes(2)};
   std::chrono::milliseconds load{std::chrono::minutes(30)};
   std::chrono::milliseconds serving{std::chrono::seconds(5)};
   std::chrono::milliseconds beat{std::chrono::seconds(1)};  // rank 0's idle message period
@@ -62,6 +64,26 @@ typename B::options split_options(open_options const& o, C& comm) {
   return bo;
 }
 
+/// Loads this rank's shard; every rank then learns whether all loaded, so a rank that fails alone
+/// (its memory, its copy of the file) stops the others at once instead of at the load deadline.
+template <class E, class C, class Load>
+std::unique_ptr<E> load_on_every_rank(C& comm, Load&& load) {
+  std::unique_ptr<E> e;
+  std::string failed;
+  try {
+    e = load();
+  } catch (std::exception const& x) {
+    failed = x.what();
+  }
+  auto const all = comm.all_reduce_min(std::int64_t{failed.empty() ? 1 : 0});
+  if (!failed.empty()) throw error("{}", failed);
+  if (all == 0)
+    throw error(
+        "tf: rank {}: another rank could not load its shard of the model (its message says why)",
+        comm.rank());
+  return e;
+}
+
 }  // namespace detail
 
 /// Rank 0: as open_served, with the weights split over `comm`'s ranks. `size` sizes the start
@@ -73,7 +95,7 @@ served_over_ranks open_served_over_ranks(C& comm, std::filesystem::path const& p
                                          std::string const& chat_template, draft_config drafts,
                                          rank_deadlines deadlines) {
   using B = backend::cpu;
-  detail::set_deadline(comm, deadlines.load);
+  detail::set_deadline(comm, deadlines.start);
   auto file =
       std::make_unique<model::model_file>(model::model_file::open(path, model::load_mode::map));
   served_over_ranks out;
@@ -94,11 +116,13 @@ served_over_ranks open_served_over_ranks(C& comm, std::filesystem::path const& p
     detail::rank_pool pool{granted.parallel, granted.pages, static_cast<std::uint64_t>(slots),
                            host.max_queue};
     comm.broadcast(std::as_writable_bytes(std::span(&pool, 1)), 0);
-    if (o.load == model::load_mode::read)
-      file = std::make_unique<model::model_file>(model::model_file::open(path, o.load));
     kv_shape const kv{static_cast<std::int32_t>(granted.pages), o.page_tokens, o.kv, slots};
-    auto e = std::make_unique<E>(std::move(file), kv, detail::split_options<B>(o, comm));
-    // Every rank has loaded once this arrives: from here a silent rank is a failure.
+    detail::set_deadline(comm, deadlines.load);
+    auto e = detail::load_on_every_rank<E>(comm, [&] {
+      if (o.load == model::load_mode::read)
+        file = std::make_unique<model::model_file>(model::model_file::open(path, o.load));
+      return std::make_unique<E>(std::move(file), kv, detail::split_options<B>(o, comm));
+    });
     std::int64_t admission_slots = lane_host<E, F>::admission_slots(*e, host, drafts);
     comm.broadcast(std::as_writable_bytes(std::span(&admission_slots, 1)), 0);
     detail::set_deadline(comm, deadlines.serving);
@@ -123,7 +147,7 @@ std::vector<kv::census> follow_over_ranks(C& comm, std::filesystem::path const& 
                                           std::function<void(model_costs const&)> const& room,
                                           rank_deadlines deadlines) {
   using B = backend::cpu;
-  detail::set_deadline(comm, deadlines.load);
+  detail::set_deadline(comm, deadlines.start);
   auto file =
       std::make_unique<model::model_file>(model::model_file::open(path, model::load_mode::map));
   std::vector<kv::census> out;
@@ -134,11 +158,15 @@ std::vector<kv::census> follow_over_ranks(C& comm, std::filesystem::path const& 
     room({F::name, E::kv_bytes_per_token(*file, o.kv), E::state_bytes_per_stream(*file)});
     detail::rank_pool pool;
     comm.broadcast(std::as_writable_bytes(std::span(&pool, 1)), 0);
-    if (o.load == model::load_mode::read)
-      file = std::make_unique<model::model_file>(model::model_file::open(path, o.load));
     kv_shape const kv{static_cast<std::int32_t>(pool.pages), o.page_tokens, o.kv,
                       static_cast<std::int32_t>(pool.state_slots)};
-    E e(std::move(file), kv, detail::split_options<B>(o, comm));
+    detail::set_deadline(comm, deadlines.load);
+    auto engine = detail::load_on_every_rank<E>(comm, [&] {
+      if (o.load == model::load_mode::read)
+        file = std::make_unique<model::model_file>(model::model_file::open(path, o.load));
+      return std::make_unique<E>(std::move(file), kv, detail::split_options<B>(o, comm));
+    });
+    auto& e = *engine;
     lane_config lc;
     lc.max_running = static_cast<std::size_t>(pool.parallel);
     lc.max_queue = static_cast<std::size_t>(pool.max_queue);
