@@ -1,12 +1,12 @@
 // serve: the OpenAI-compatible server. serve [MODEL] --parallel N|auto --context T; with no
 // MODEL it serves the default model. Every token goes through the lane host's rounds.
 #include <families/mtp_heads.hpp>
-#include <tf/serve.hpp>
 #include <tf/error.hpp>
 #include <tf/memory/budget.hpp>
 #include <tf/model/default_model.hpp>
 #include <tf/model/model_file.hpp>
 #include <tf/model/read_progress.hpp>
+#include <tf/serve.hpp>
 #include <tf/serve/detail/chat_template_file.hpp>
 #include <tf/serve/detail/model_sampling.hpp>
 #include <tf/serve/http_server.hpp>
@@ -365,16 +365,22 @@ int main(int argc, char** argv) {
     if (draft != "model" && !draft_model.empty())
       throw tf::error("tf: --draft-model is for --draft model (got --draft {})", draft);
     std::string draft_line;
+    std::uint64_t draft_store_bytes = 0;
     if (draft == "model" && draft_max > 0) {
-      // Loaded (and its KV made) before the budget reads the machine, which then counts it.
+      // Its weights are read before the budget reads the machine, which then counts them; its
+      // stores fill only as drafts run, so they are counted with the target's weights.
       tf::open_options dopt;
       dopt.threads = static_cast<int>(threads);
       auto dm = tf::open(draft_model, dopt);
       auto const streams = std::max<std::size_t>(1, parallel_guess);
       auto const family = std::string(dm->family());
       auto const vocab = dm->vocab_size();
-      drafts.source = std::make_shared<tf::serve::model_draft>(std::move(dm), streams,
-                                                               static_cast<std::int32_t>(context));
+      auto source = std::make_shared<tf::serve::model_draft>(std::move(dm), streams,
+                                                             static_cast<std::int32_t>(context));
+      draft_store_bytes = source->model().store_bytes();
+      fmt::print(stderr, "tf: the draft model's KV and state: {} MiB, counted with the weights\n",
+                 (draft_store_bytes + (1u << 20) - 1) >> 20);
+      drafts.source = std::move(source);
       drafts.max_tokens = draft_max;
       draft_line = fmt::format("model {} ({}, vocabulary {}, {} streams of {} tokens)", draft_model,
                                family, vocab, streams, context);
@@ -393,8 +399,8 @@ int main(int argc, char** argv) {
       // A stream's recurrent state is held twice (its slot and its lane's snapshot), and once
       // more with drafts (the state before a verify row).
       auto const states = drafts.source ? 3u : 2u;
-      auto b =
-          size_start(weight_bytes(path), c.kv_bytes_per_token, states * c.state_bytes_per_stream);
+      auto b = size_start(weight_bytes(path) + draft_store_bytes, c.kv_bytes_per_token,
+                          states * c.state_bytes_per_stream);
       parallel = b.streams;
       auto const pages = pool_pages(b);
       fmt::print(stderr, "tf: {} forward on the {}, {} KV pages of {} tokens\n", c.family,

@@ -6,9 +6,11 @@
 #include <tf/sample/sampler.hpp>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <random>
 #include <vector>
@@ -69,4 +71,35 @@ TEST_CASE("generate() over a prompt of three chunks equals the prompt in one for
     tf::batch_row next{{&history.back(), 1}, static_cast<std::int32_t>(history.size() - 1), pages};
     m.forward({&next, 1}, logits.data());
   }
+}
+
+// store_bytes() is what serve counts for a draft model's stores before they are written: K and V
+// (f16) of every attention layer at every position of every stream, from the file's own config,
+// plus a state slot per stream where the model has recurrent layers.
+TEST_CASE("store_bytes() counts every stream's KV positions and state slots") {
+  std::ifstream in(TF_FIXTURES_DIR "/gemma/tiny/config.json");
+  REQUIRE(in);
+  auto const cfg = nlohmann::json::parse(in);
+  auto const per_token = 2u * cfg.at("num_hidden_layers").get<std::uint64_t>() *
+                         cfg.at("num_key_value_heads").get<std::uint64_t>() *
+                         cfg.at("head_dim").get<std::uint64_t>() * 2u;  // f16
+  auto dense = tf::open(TF_FIXTURES_DIR "/gemma/tiny/tiny-f32.gguf", {.kv = tf::kv_dtype::f16});
+  for (std::int32_t streams : {1, 3}) {
+    dense->set_streams(64, streams);
+    auto const k = dense->kv();
+    CHECK(k.num_state_slots == streams);
+    CHECK(static_cast<std::int64_t>(k.num_pages) * k.page_tokens >= 64 * streams);
+    CHECK(dense->store_bytes() == static_cast<std::uint64_t>(k.num_pages) *
+                                      static_cast<std::uint64_t>(k.page_tokens) * per_token);
+  }
+  // A hybrid adds one state slot per stream: the same KV, and a state term that grows with them.
+  auto hybrid = tf::open(TF_FIXTURES_DIR "/qwen/tiny35/tiny-f32.gguf");
+  hybrid->set_streams(64, 1);
+  auto const one = hybrid->store_bytes();
+  auto const one_pages = hybrid->kv().num_pages;
+  hybrid->set_streams(64, 2);
+  auto const two = hybrid->store_bytes();
+  REQUIRE(hybrid->kv().num_pages == 2 * one_pages);
+  CHECK(two == 2 * one);
+  CHECK(hybrid->recurrent());
 }

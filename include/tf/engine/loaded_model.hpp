@@ -42,6 +42,9 @@ class loaded_model {
   virtual std::int64_t vocab_size() const = 0;
   /// The KV store of the one stream generate() runs.
   virtual kv_shape kv() const = 0;
+  /// Bytes of its KV pages and recurrent-state slots as kv() sizes them: memory the stores take
+  /// once written, which a budget read before then does not see yet.
+  virtual std::uint64_t store_bytes() const = 0;
   /// Whether the model has recurrent layers: a stream's state cannot go back to an earlier
   /// position (a row at position 0 starts it afresh).
   virtual bool recurrent() const { return false; }

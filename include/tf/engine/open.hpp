@@ -60,6 +60,14 @@ class loaded_engine final : public loaded_model {
   std::string_view backend() const override { return B::name; }
   std::int64_t vocab_size() const override { return engine_.vocab_size(); }
   kv_shape kv() const override { return engine_.kv(); }
+  std::uint64_t store_bytes() const override {
+    auto const k = engine_.kv();
+    auto const positions =
+        static_cast<std::uint64_t>(k.num_pages) * static_cast<std::uint64_t>(k.page_tokens);
+    return positions * engine_type::kv_bytes_per_token(file_, k.dtype) +
+           static_cast<std::uint64_t>(k.num_state_slots) *
+               engine_type::state_bytes_per_stream(file_);
+  }
   bool recurrent() const override { return engine_type::has_state; }
   void forward(std::span<batch_row const> rows, float* logits) override {
     engine_.forward(rows, logits);
