@@ -368,7 +368,7 @@ int main(int argc, char** argv) {
     std::uint64_t draft_store_bytes = 0;
     if (draft == "model" && draft_max > 0) {
       // Its weights are read before the budget reads the machine, which then counts them; its
-      // stores fill only as drafts run, so they are counted with the target's weights.
+      // stores (and an MTP head's) fill only as drafts run: counted with the target's weights.
       tf::open_options dopt;
       dopt.threads = static_cast<int>(threads);
       auto dm = tf::open(draft_model, dopt);
@@ -378,8 +378,6 @@ int main(int argc, char** argv) {
       auto source = std::make_shared<tf::serve::model_draft>(std::move(dm), streams,
                                                              static_cast<std::int32_t>(context));
       draft_store_bytes = source->model().store_bytes();
-      fmt::print(stderr, "tf: the draft model's KV and state: {} MiB, counted with the weights\n",
-                 (draft_store_bytes + (1u << 20) - 1) >> 20);
       drafts.source = std::move(source);
       drafts.max_tokens = draft_max;
       draft_line = fmt::format("model {} ({}, vocabulary {}, {} streams of {} tokens)", draft_model,
@@ -390,11 +388,16 @@ int main(int argc, char** argv) {
       auto head = tf::families::open_mtp_head(path, static_cast<int>(threads));
       if (!head) throw tf::error("tf: --draft mtp: {} carries no MTP head", path.string());
       auto const streams = std::max<std::size_t>(1, parallel_guess);
-      drafts.source = std::make_shared<tf::serve::mtp_draft>(std::move(head), streams,
-                                                             static_cast<std::int32_t>(context));
+      auto source = std::make_shared<tf::serve::mtp_draft>(std::move(head), streams,
+                                                           static_cast<std::int32_t>(context));
+      draft_store_bytes = source->head().store_bytes();
+      drafts.source = std::move(source);
       drafts.max_tokens = draft_max;
       draft_line = fmt::format("mtp head ({} streams of {} tokens)", streams, context);
     }
+    if (draft_store_bytes > 0)
+      fmt::print(stderr, "tf: the {} drafts' KV and state: {} MiB, counted with the weights\n",
+                 draft, (draft_store_bytes + (1u << 20) - 1) >> 20);
     auto size_pool = [&](tf::serve::model_costs const& c) {
       // A stream's recurrent state is held twice (its slot and its lane's snapshot), and once
       // more with drafts (the state before a verify row).

@@ -129,10 +129,15 @@ class glm4_moe_mtp_head final : public mtp_head {
   std::int64_t hidden_size() const override { return w_.hp.hidden_size; }
   std::int64_t vocab_size() const override { return w_.hp.vocab_size; }
   kv_shape kv() const override { return kv_.shape(); }
+  std::uint64_t store_bytes() const override {
+    auto const k = kv_.shape();
+    return static_cast<std::uint64_t>(k.num_pages) * static_cast<std::uint64_t>(k.page_tokens) *
+           backend::kv_bytes_per_token(head_kv_layout(), k.dtype);
+  }
   void set_streams(std::int32_t tokens, std::int32_t streams) override {
     auto s = one_stream_shape(tokens, 64, kv_dtype::f32);
     s.num_pages *= streams;
-    kv_ = be_.make_kv_store(s, {1, w_.hp.num_kv_heads, w_.hp.head_dim});
+    kv_ = be_.make_kv_store(s, head_kv_layout());
   }
 
   void forward(std::span<batch_row const> rows, float const* hidden, float* logits,
@@ -153,6 +158,9 @@ class glm4_moe_mtp_head final : public mtp_head {
   }
 
  private:
+  // The head's one attention layer.
+  backend::kv_layout head_kv_layout() const { return {1, w_.hp.num_kv_heads, w_.hp.head_dim}; }
+
   B be_;
   glm4_moe_mtp_weights w_;
   B::kv_store kv_;

@@ -95,7 +95,19 @@ void check_head(std::string const& dir, std::string const& path, bool llama = tr
   REQUIRE(head);
   CHECK(head->hidden_size() == o.H);
   CHECK(head->vocab_size() == o.V);
-  head->set_streams(64, 1);
+  // Its store, counted by serve before it fills: K and V (f32) of its one layer at every position
+  // of every stream, from the model's config.
+  auto cfg = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+  if (cfg.contains("text_config")) cfg = cfg.at("text_config");
+  auto const per_token = 2u * cfg.at("num_key_value_heads").get<std::uint64_t>() *
+                         cfg.at("head_dim").get<std::uint64_t>() * 4u;
+  for (std::int32_t streams : {3, 1}) {
+    head->set_streams(64, streams);
+    auto const k = head->kv();
+    CHECK(static_cast<std::int64_t>(k.num_pages) * k.page_tokens >= 64 * streams);
+    CHECK(head->store_bytes() == static_cast<std::uint64_t>(k.num_pages) *
+                                     static_cast<std::uint64_t>(k.page_tokens) * per_token);
+  }
   std::vector<std::int32_t> const pages{0};
   auto const T = static_cast<std::size_t>(o.T), V = static_cast<std::size_t>(o.V),
              H = static_cast<std::size_t>(o.H);

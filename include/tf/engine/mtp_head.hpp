@@ -19,6 +19,8 @@ class mtp_head {
   /// i * ceil(tokens / page_tokens)).
   virtual void set_streams(std::int32_t tokens, std::int32_t streams) = 0;
   virtual kv_shape kv() const = 0;
+  /// Bytes of its KV store as kv() sizes it (memory it takes once written).
+  virtual std::uint64_t store_bytes() const = 0;
   /// Runs `rows`: row r's token j is the token at position start_pos + j + 1, read with
   /// hidden[token index] [tokens of all rows, hidden_size()], the hidden state of position
   /// start_pos + j. Writes logits [logits_rows(rows), vocab_size()] and, when `hidden_out` is
