@@ -126,6 +126,18 @@ struct gemma4_hf_view {
   }
 };
 
+/// `hp` with the attention heads, both kinds of KV heads and every layer's MLP width one rank of
+/// `r` holds; the experts and the per-layer embeddings stay whole on every rank (replicated).
+inline gemma4_hparams gemma4_per_rank(gemma4_hparams hp, dist::tensor_parallel const& r) {
+  if (!r.split()) return hp;
+  int const global_kv = hp.num_global_kv_heads;
+  hp = per_rank(hp, r, "gemma4");  // heads, the sliding layers' KV heads, intermediate_size
+  hp.num_global_kv_heads = dist::split_kv_heads(global_kv, r.size, "gemma4");
+  for (auto& width : hp.ffn_widths)
+    width = dist::split_evenly(width, r.size, "gemma4", "FFN columns");
+  return hp;
+}
+
 /// Binds the weights of `file` (anything with `find_tensor(name) -> const tensor_view*`) to `be`;
 /// `style` picks GGUF or HF names. Throws tf::error on a missing tensor or a shape that disagrees
 /// with `hp`.
@@ -155,7 +167,8 @@ gemma4_weights<B> bind_gemma4_weights(File const& file, gemma4_hparams const& hp
       file, gemma4_tensors, style, "gemma4", be};
   std::int64_t const h = hp.hidden_size;
   gemma4_weights<B> w;
-  w.hp = hp;
+  w.hp = gemma4_per_rank(hp, b.ranks());
+  auto const& mine = w.hp;  // this rank's heads and widths
   w.embd = b.head(tensor_role::token_embd, hp.vocab_size, h);
   auto const* out = b.find(tensor_role::output, 0, true);
   w.output = out ? b.head_of(out, hp.vocab_size, h) : w.embd;  // tied: the embedding
@@ -241,8 +254,8 @@ gemma4_weights<B> bind_gemma4_weights(File const& file, gemma4_hparams const& hp
     w.ple_proj_norm = named_vec(n::proj_norm, 0, ple);
   }
   for (int i = 0; i < hp.num_layers; ++i) {
-    std::int64_t const hd = hp.layer_head_dim(i), ff = hp.ffn_size(i);
-    std::int64_t const q_out = hd * hp.num_heads, kv_out = hd * hp.layer_kv_heads(i);
+    std::int64_t const hd = hp.layer_head_dim(i), ff = mine.ffn_size(i);
+    std::int64_t const q_out = hd * mine.num_heads, kv_out = hd * mine.layer_kv_heads(i);
     auto& l = w.layers.emplace_back();
     l.attn_norm = b.norm(tensor_role::attn_norm, i, h);
     l.post_attn_norm = b.norm(tensor_role::post_attention_norm, i, h);

@@ -6,6 +6,7 @@
 // the same greedy tokens, and every rank's logits equal bit for bit.
 #define CATCH_CONFIG_RUNNER
 #include <families/gemma/gemma3.hpp>
+#include <families/gemma/gemma4.hpp>
 #include <families/glm/glm4.hpp>
 #include <families/glm/glm4_moe.hpp>
 #include <families/nemotron/nemotron_h.hpp>
@@ -166,6 +167,26 @@ TEST_CASE("TP: tiny Gemma 3 (one KV head, replicated) split over the ranks") {
   check_split<tf::families::gemma::gemma3>(dir + "/tiny-f32.gguf", oracle_case(dir, 1e-5f));
   check_split<tf::families::gemma::gemma3>(dir, oracle_case(dir, 1e-5f));
   check_split<tf::families::gemma::gemma3>(dir + "/tiny-q8_0.gguf", oracle_case(dir, 1e-5f));
+}
+
+TEST_CASE("TP: tiny Gemma 4 split over the ranks: sliding and full layers, KV-shared layers") {
+  using tf::families::gemma::gemma4;
+  // Gemma 4's residual stream is wider in scale (layer scalars, per-layer inputs): the f32
+  // regrouping of the row-parallel sums moves its logits by up to ~1e-4 (measured 9.8e-5).
+  float const f32 = 2e-4f;
+  // K = V full layers and a double-wide MLP in the shared layers; F32 GGUF and safetensors.
+  auto const dense = fixtures + "/gemma/tiny4";
+  check_split<gemma4>(dense + "/tiny-f32.gguf", oracle_case(dense, f32));
+  check_split<gemma4>(dense, oracle_case(dense, f32));
+  // Per-layer embeddings (replicated) beside split attention and MLPs; and Q8_0, where a last-bit
+  // change can flip one 8-bit activation quantum, as on the default model (measured 0.020).
+  auto const e = fixtures + "/gemma/tiny4_e";
+  check_split<gemma4>(e + "/tiny-f32.gguf", oracle_case(e, f32));
+  check_split<gemma4>(e + "/tiny-q8_0.gguf", oracle_case(e, 0.05f));
+  // MoE: the dense MLP split, the experts whole on every rank.
+  auto const moe = fixtures + "/gemma/tiny4_moe";
+  check_split<gemma4>(moe + "/tiny-f32.gguf", oracle_case(moe, f32));
+  check_split<gemma4>(moe, oracle_case(moe, f32));
 }
 
 TEST_CASE("TP: tiny GLM-4 (biased q/k/v, merged gate|up in GGUF) split over the ranks") {
