@@ -2,6 +2,7 @@
 // position 0 and continues across calls, rows in one batch keep to their own slots, and a copied
 // state resumes a prefix exactly.
 #include <tests/engine/tiny_hybrid.hpp>
+#include <tf/serve.hpp>
 
 #include <catch2/catch.hpp>
 
