@@ -4,6 +4,7 @@
 /// what a history adds to the closest one.
 #include <tf/engine/loaded_model.hpp>
 #include <tf/error.hpp>
+#include <tf/serve/detail/history_match.hpp>
 #include <tf/serve/draft_source.hpp>
 
 #include <algorithm>
@@ -52,7 +53,8 @@ class model_draft final : public draft_source {
     c.used = ++clock_;
     // Recurrent state cannot go back: such a model reads the history from the start unless its
     // cache is exactly a prefix of it.
-    auto keep = std::min(common_prefix(c.tokens, h), h.size() - 1);  // one token runs, for logits
+    // At least one token runs, for its logits.
+    auto keep = std::min(detail::common_prefix(c.tokens, h), h.size() - 1);
     if (model_->recurrent() && keep < c.tokens.size()) keep = 0;
     c.tokens.resize(keep);
     feed(c, h.subspan(keep));
@@ -72,26 +74,9 @@ class model_draft final : public draft_source {
     std::uint64_t used = 0;
   };
 
-  static std::size_t common_prefix(std::span<std::int32_t const> a,
-                                   std::span<std::int32_t const> b) {
-    auto const n = std::min(a.size(), b.size());
-    return static_cast<std::size_t>(
-        std::mismatch(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n), b.begin()).first -
-        a.begin());
-  }
-
   // The cache sharing the longest prefix with `h`; the least recently used one when none does.
   cache& closest(std::span<std::int32_t const> h) {
-    cache* best = &caches_.front();
-    std::size_t best_len = 0;
-    for (auto& c : caches_) {
-      auto const n = common_prefix(c.tokens, h);
-      if (n > best_len || (n == best_len && c.used < best->used)) {
-        best = &c;
-        best_len = n;
-      }
-    }
-    return *best;
+    return detail::closest(caches_, h, [](cache const& c) { return std::span(c.tokens); });
   }
 
   // Runs `toks` at the cache's end; logits_ gets the last one's.

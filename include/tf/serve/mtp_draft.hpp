@@ -5,6 +5,7 @@
 /// the stream, so it keeps a KV stream per recent history, as the draft model does.
 #include <tf/engine/mtp_head.hpp>
 #include <tf/error.hpp>
+#include <tf/serve/detail/history_match.hpp>
 #include <tf/serve/draft_source.hpp>
 
 #include <algorithm>
@@ -51,7 +52,7 @@ class mtp_draft final : public draft_source {
     c.used = ++clock_;
     // Hidden states of positions from `first` on replace what the cache held there; positions
     // before `first` it never saw (a reused prompt prefix) have none.
-    auto const keep = std::min({c.seen.size(), first, common_prefix(c.seen, tokens)});
+    auto const keep = std::min({c.seen.size(), first, detail::common_prefix(c.seen, tokens)});
     c.seen.assign(tokens.begin(), tokens.end());
     if (keep < c.hid_from || keep < first) {
       c.hid.clear();
@@ -74,7 +75,8 @@ class mtp_draft final : public draft_source {
     if (max == 0) return;
     cache* c = nullptr;
     for (auto& k : caches_)
-      if (k.seen.size() == last + 1 && common_prefix(k.seen, h) == last + 1 && k.hid_from <= last)
+      if (k.seen.size() == last + 1 && detail::common_prefix(k.seen, h) == last + 1 &&
+          k.hid_from <= last)
         c = &k;
     if (!c) return;
     c->used = ++clock_;
@@ -109,7 +111,7 @@ class mtp_draft final : public draft_source {
   // the target's states; then keeps only the states from position upto - 1 on. Positions without
   // the target's state (a reused prompt prefix) are skipped, not run.
   void catch_up(cache& c, std::span<std::int32_t const> h, std::size_t from, std::size_t upto) {
-    auto done = std::min({c.done, common_prefix(c.fed, h.subspan(1)), from});
+    auto done = std::min({c.done, detail::common_prefix(c.fed, h.subspan(1)), from});
     done = std::max(done, c.hid_from);
     if (done >= upto) return;
     auto const rows = upto - done;
@@ -124,26 +126,9 @@ class mtp_draft final : public draft_source {
     c.hid_from = upto - 1;
   }
 
-  static std::size_t common_prefix(std::span<std::int32_t const> a,
-                                   std::span<std::int32_t const> b) {
-    auto const n = std::min(a.size(), b.size());
-    return static_cast<std::size_t>(
-        std::mismatch(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n), b.begin()).first -
-        a.begin());
-  }
-
   // The cache sharing the longest prefix with `h`; the least recently used one when none does.
   cache& closest(std::span<std::int32_t const> h) {
-    cache* best = &caches_.front();
-    std::size_t best_len = 0;
-    for (auto& c : caches_) {
-      auto const n = common_prefix(c.seen, h);
-      if (n > best_len || (n == best_len && c.used < best->used)) {
-        best = &c;
-        best_len = n;
-      }
-    }
-    return *best;
+    return detail::closest(caches_, h, [](cache const& c) { return std::span(c.seen); });
   }
 
   std::unique_ptr<mtp_head> head_;
