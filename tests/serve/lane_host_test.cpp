@@ -296,3 +296,32 @@ TEST_CASE("a model with forward_sample samples through it, with the same replies
     CHECK(got[i].reason == want[i].reason);
   }
 }
+
+TEST_CASE("a choice submitted after its leader read the prompt shares the leader's pages") {
+  toy_model model(160, 16, 1ms);
+  lane_host<toy_model, toy_family> host(model, {2, 1024, 8, 64});
+  std::string const text = "a prompt of several pages, read once for two choices";
+  auto leader = host.submit(make_request(text, -1));
+  REQUIRE(leader.stream);
+  // The leader has sampled a token: its prompt is written and it runs on.
+  CHECK(!leader.stream->next(2000ms).done);
+  auto const read_before = host.stats().prompt_tokens.load();
+  auto const reused_before = host.stats().prompt_tokens_reused.load();
+  auto req = make_request(text, 3);
+  auto const n = req.prompt.size();
+  req.prefill_leader = leader.stream;
+  auto follower = host.submit(std::move(req));
+  REQUIRE(follower.stream);
+  auto const shared = drain(follower.stream);
+  CHECK(host.stats().prompt_tokens_reused.load() - reused_before == n - 1);
+  CHECK(host.stats().prompt_tokens.load() - read_before == 1);
+  leader.stream->cancel();
+  CHECK(drain(leader.stream).reason == finish_reason::cancelled);
+  CHECK(host.shutdown(0ms).balanced());
+  // The same prompt on a host of its own replies as the follower did.
+  toy_model alone_model(160, 16);
+  lane_host<toy_model, toy_family> alone(alone_model, {1, 1024, 8, 64});
+  CHECK(drain(alone.submit(make_request(text, 3)).stream).tokens == shared.tokens);
+  CHECK(shared.tokens.size() == 3);
+  CHECK(alone.shutdown(0ms).balanced());
+}

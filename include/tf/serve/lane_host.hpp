@@ -127,9 +127,14 @@ class lane_host {
       std::lock_guard lock(mutex_);
       if (stopping_) return reject(out, reject_reason::stopping, "the server is shutting down");
       auto id = ++next_id_;
+      auto it = leader ? prefilling_.find(leader.get()) : prefilling_.end();
+      bool const same =
+          it != prefilling_.end() && req.reuse_prefix && it->second.prompt == req.prompt;
+      // A choice whose leader has written the prompt and runs on shares its pages now.
+      if (same && it->second.written)
+        admission_.keep_prefix(it->second.leader_id, std::span<std::int32_t const>(req.prompt));
       // A choice whose leader still reads the same prompt waits for the leader's pages.
-      if (auto it = leader ? prefilling_.find(leader.get()) : prefilling_.end();
-          it != prefilling_.end() && req.reuse_prefix && it->second.prompt == req.prompt) {
+      if (same && !it->second.written) {
         auto l = std::make_unique<lane>();
         l->id = id;
         l->req = std::move(req);
@@ -154,7 +159,11 @@ class lane_host {
       l->stream = s;
       l->arrived = clock::now();
       // Only a pool without state slots shares a prompt's pages with a running stream.
-      if (!has_state && l->req.reuse_prefix) prefilling_[s.get()].prompt = l->req.prompt;
+      if (!has_state && l->req.reuse_prefix) {
+        auto& g = prefilling_[s.get()];
+        g.prompt = l->req.prompt;
+        g.leader_id = id;
+      }
       if (r.status == submit_status::admitted) {
         l->reused = r.reused_tokens;
         l->reuse_slot = r.reuse_slot;
@@ -302,16 +311,20 @@ class lane_host {
   }
 
   // Submits the choices waiting for `l`'s prompt, once its pages are written or it ended; with
-  // the prompt kept as an entry of the store, each reuses all of it but the last token.
+  // the prompt kept as an entry of the store, each reuses all of it but the last token. While
+  // `l` runs on, the group stays (written) for choices submitted after its prefill.
   void release_followers(lane& l) {
     std::lock_guard lock(mutex_);
     auto it = prefilling_.find(l.stream.get());
     if (it == prefilling_.end()) return;
     auto followers = std::move(it->second.followers);
-    prefilling_.erase(it);
+    bool const live = l.pos >= l.req.prompt.size() && !l.stream_done;
+    if (live)
+      it->second.written = true;
+    else
+      prefilling_.erase(it);
     if (followers.empty()) return;
-    if (l.pos >= l.req.prompt.size() && !l.stream_done)
-      admission_.keep_prefix(l.id, std::span<std::int32_t const>(l.req.prompt));
+    if (live) admission_.keep_prefix(l.id, std::span<std::int32_t const>(l.req.prompt));
     for (auto& f : followers) {
       auto r = admission_.submit({f->id, f->req.prompt, f->req.max_tokens, f->req.reuse_prefix});
       if (r.status == submit_status::rejected) {
@@ -349,6 +362,7 @@ class lane_host {
         if (l.draft_slot >= 0) free_lane_slots_.push_back(std::exchange(l.draft_slot, -1));
       }
       admission_.finish(l.id, written);
+      prefilling_.erase(l.stream.get());
     }
     l.stream_done = true;
     if (why == finish_reason::cancelled) metrics_->cancelled++;
@@ -861,9 +875,11 @@ class lane_host {
   std::condition_variable cv_;
   std::deque<std::unique_ptr<lane>> waiting_;
   std::vector<std::unique_ptr<lane>> inbox_;  // admitted at submit, not yet started
-  // Streams still reading their prompt whose pages other choices may share, by stream.
+  // Streams whose prompt pages other choices of their request may share, by stream.
   struct prefill_group {
     std::vector<std::int32_t> prompt;
+    std::uint64_t leader_id = 0;
+    bool written = false;  // the leader's prompt pages are written and it runs on
     std::vector<std::unique_ptr<lane>> followers;  // not yet submitted to admission
   };
   std::map<request_stream const*, prefill_group> prefilling_;
