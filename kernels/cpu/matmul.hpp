@@ -385,7 +385,7 @@ inline matvec_fn matvec_for(tf::model::tensor_type t, isa path) {
       case tensor_type::q3_k:
         return TF_MATVEC(avx2, dot_q3_k, block_q3_k, block_q8_k);
       case tensor_type::q4_k:
-        return TF_MATVEC(avx2, dot_q4_k, block_q4_k, block_q8_k);
+        return matvec_rows<block_q4_k, block_q8_k, avx2::matvec_q4_k>;
       case tensor_type::q5_k:
         return TF_MATVEC(avx2, dot_q5_k, block_q5_k, block_q8_k);
       case tensor_type::q6_k:
@@ -709,6 +709,9 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   detail::tiled_kernel tk = p.b >= 8 && !corrected_act ? detail::tiled_kernel_for(p.w_type, path)
                                                        : detail::tiled_kernel{};
   if (p.b < tk.width) tk = {};
+  // A few activation rows against Q4_K on AVX2: eight weight rows at a time in the lanes.
+  const bool few_q4_k =
+      path == isa::avx2 && p.w_type == tf::model::tensor_type::q4_k && p.b >= 2 && !tk.dot;
   const std::int64_t tw = tk.width;
   const std::int64_t tiled_groups = tk.dot ? p.b / tw : 0;
   thread_local std::vector<std::uint8_t> tile_buf;
@@ -761,6 +764,9 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
       }
       return;
     }
+    if (few_q4_k)
+      return avx2::matmat_q4_k(wr, wrb, end - begin, reinterpret_cast<const block_q8_k* const*>(xr),
+                               p.b, dot_n, p.y + begin, p.n);
     if (few_rows) {
       const auto* xc = reinterpret_cast<const block_q8_0c* const*>(xr);
       for (std::int64_t r0 = 0; r0 < p.b; r0 += 8)

@@ -4,6 +4,7 @@
 #include <kernels/cpu/quant_blocks.hpp>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <utility>
