@@ -178,7 +178,9 @@ TEST_CASE("matmul is bit-identical across thread counts and batch sizes", "[matm
           const std::vector<float> want(y1.begin() + r * n, y1.begin() + (r + 1) * n);
           CHECK(yr == want);
         }
-        // A few rows (several decode streams) take their own path on AVX-512.
+        // A few rows (several decode streams) take their own paths: the _0 types' on AVX-512,
+        // Q4_K's eight weight rows in the lanes on AVX2 (as does one row: 45 rows are whole
+        // eight-row groups and single rows, in every chunk of 1, 2 or 3 threads).
         for (std::int64_t few : {2, 3, 5, 8}) {
           const std::vector<float> want(y1.begin(), y1.begin() + few * n);
           CHECK(run(t, w, x.data(), n, k, few, 2, path) == want);
