@@ -59,6 +59,12 @@ struct registry {
   static constexpr auto map =
       hana::unpack(hana::flatten(hana::make_tuple(detail::arch_pairs<F>()...)), hana::make_map);
 
+  static constexpr std::size_t size = sizeof...(F);
+
+  /// The I-th family, in the order the registry lists them.
+  template <std::size_t I>
+  using family_at = std::tuple_element_t<I, std::tuple<F...>>;
+
   /// The same registry with more families (a downstream project adds its own this way).
   template <class... G>
   using with = registry<F..., G...>;

@@ -112,6 +112,13 @@ class loaded_engine final : public loaded_model {
   engine_type engine_;
 };
 
+/// A loaded_engine<F, B> over `file`: what open() makes once it knows the family.
+template <class F, class B>
+std::unique_ptr<loaded_model> open_family(model::model_file file, std::filesystem::path const& path,
+                                          open_options const& o) {
+  return std::make_unique<loaded_engine<F, B>>(std::move(file), path, o);
+}
+
 /// Calls `f(hana::type_c<Family>)` for the family of `Registry` that answers `file`'s
 /// architecture when it runs on B; throws tf::error naming what is missing otherwise.
 template <class Registry, class B, class Fn>
@@ -134,7 +141,7 @@ std::unique_ptr<loaded_model> open(std::filesystem::path const& path, open_optio
   return Registry::dispatch(arch, [&](auto t) -> std::unique_ptr<loaded_model> {
     using F = typename decltype(t)::type;
     if constexpr (runs_on<F, B>) {
-      return std::make_unique<loaded_engine<F, B>>(std::move(file), path, o);
+      return open_family<F, B>(std::move(file), path, o);
     } else {
       require_forward<F, B>();
       return nullptr;
@@ -143,3 +150,8 @@ std::unique_ptr<loaded_model> open(std::filesystem::path const& path, open_optio
 }
 
 }  // namespace tf
+
+// tf's own binaries link each built-in family's open_family on the CPU from one library.
+#ifdef TF_PREBUILT_OPEN
+#include <tf/engine/prebuilt_open.hpp>
+#endif
