@@ -16,7 +16,6 @@
 #include <optional>
 #include <regex>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "../common/cannot_run.hpp"
+#include "../common/http_post.hpp"
 
 namespace {
 
@@ -154,18 +154,13 @@ class ranks_run {
   std::optional<int> exit_code_;
 };
 
-// Posted from worker threads too, where Catch2's assertions are not safe: a failure throws, and
-// std::future::get() carries it to the test's thread.
+// Posted from worker threads too: a failure throws (tests/common/http_post.hpp).
 std::string complete(int port, std::string const& prompt, int max_tokens = 8) {
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(120);
   nlohmann::json const body{{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
-  auto r = c.Post("/v1/completions", body.dump(), "application/json");
-  if (!r) throw std::runtime_error("POST /v1/completions: no reply");
-  if (r->status != 200)
-    throw std::runtime_error("POST /v1/completions: status " + std::to_string(r->status) + ": " +
-                             r->body);
-  return nlohmann::json::parse(r->body)["choices"][0]["text"].get<std::string>();
+  return tf::test::post_expecting(c, "/v1/completions", body, 200)["choices"][0]["text"]
+      .get<std::string>();
 }
 
 /// A long greedy stream; `started` turns true at its first chunk. Returns the whole body.

@@ -14,11 +14,11 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../common/http_post.hpp"
 #include "toy_model.hpp"
 
 namespace tf::serve::test {
@@ -63,15 +63,8 @@ inline json chat_body(std::string const& text, int max_tokens, bool stream = fal
           {"stream", stream}};
 }
 
-// Catch2's assertions are not thread-safe and tests post from worker threads too: a failed post
-// throws, and std::future::get() carries it to the test's thread.
 inline json post(httplib::Client& c, char const* path, json const& body, int want_status) {
-  auto r = c.Post(path, body.dump(), "application/json");
-  if (!r) throw std::runtime_error(std::string("POST ") + path + ": no reply");
-  if (r->status != want_status)
-    throw std::runtime_error(std::string("POST ") + path + ": status " + std::to_string(r->status) +
-                             ", wanted " + std::to_string(want_status) + ": " + r->body);
-  return json::parse(r->body);
+  return tf::test::post_expecting(c, path, body, want_status);
 }
 
 inline void expect_error(httplib::Client& c, std::string const& body, int status,

@@ -13,7 +13,6 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "../common/cannot_run.hpp"
+#include "../common/http_post.hpp"
 
 namespace tf::test::live {
 
@@ -194,18 +194,11 @@ inline void check_openai_client(std::string const& base, std::string const& args
   CHECK(out.find("\nok") != std::string::npos);
 }
 
-/// The JSON reply to a POST of `body` to `path` (status 200 required).
-// Catch2's assertions are not thread-safe and tests post from worker threads too: a failed post
-// throws, and std::future::get() carries it to the test's thread.
+/// The JSON reply to a POST of `body` to `path` (status 200 required; throws otherwise).
 inline nlohmann::json post_json(int port, std::string const& path, nlohmann::json const& body) {
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(300);
-  auto r = c.Post(path, body.dump(), "application/json");
-  if (!r) throw std::runtime_error("POST " + path + ": no reply");
-  if (r->status != 200)
-    throw std::runtime_error("POST " + path + ": status " + std::to_string(r->status) + ": " +
-                             r->body);
-  return nlohmann::json::parse(r->body);
+  return post_expecting(c, path, body, 200);
 }
 
 /// One greedy /v1/completions reply as JSON (status 200 required).
