@@ -1,6 +1,21 @@
 # tf_prebuilt: each built-in family's open_family on the CPU backend, compiled once for tf's own
 # apps and tests instead of in every binary that calls tf::open (include/tf/engine/prebuilt_open.hpp).
 # Linking it defines TF_PREBUILT_OPEN, which turns those instantiations into extern declarations.
+
+# Links tf_prebuilt into `target` when its source `src` opens models by file (calls tf::open).
+function(tf_link_prebuilt_if_opens target src)
+  if(NOT TARGET tf_prebuilt)
+    return()
+  endif()
+  file(READ ${src} text)
+  if(text MATCHES "tf::open[<(]")
+    target_link_libraries(${target} PRIVATE tf_prebuilt)
+  endif()
+endfunction()
+
+if(NOT (TF_PREBUILT AND (TF_BUILD_APPS OR TF_BUILD_TESTS)))
+  return()
+endif()
 file(STRINGS ${PROJECT_SOURCE_DIR}/include/tf/engine/prebuilt_open.hpp tf_family_count_line
      REGEX "^#define TF_BUILTIN_FAMILY_COUNT [0-9]+$")
 string(REGEX REPLACE "^.* ([0-9]+)$" "\\1" tf_family_count "${tf_family_count_line}")
