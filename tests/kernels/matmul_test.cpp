@@ -190,6 +190,31 @@ TEST_CASE("matmul is bit-identical across thread counts and batch sizes", "[matm
   }
 }
 
+TEST_CASE("the _0 matvecs give the batched dot's bits, prefetched or not", "[matmul]") {
+  // One activation row streams row after row, prefetching a few KiB ahead except in a chunk's
+  // last rows: 1 thread runs both kinds of row; 3 threads' chunks are short enough for no
+  // prefetch. k = 224 and 288 (7 and 9 blocks) leave blocks after the whole 64-byte steps.
+  const std::int64_t n = 45, b = 3;
+  for (auto t : {tensor_type::q4_0, tensor_type::q5_0, tensor_type::q8_0}) {
+    for (std::int64_t k : {224, 288}) {
+      for (auto path : paths()) {
+        DYNAMIC_SECTION(tf::model::traits_of(t).name << " k=" << k << " " << cpu::isa_name(path)) {
+          std::mt19937 gen(static_cast<unsigned>(t) + static_cast<unsigned>(k));
+          const auto w = random_weights(t, n, k, gen);
+          const auto x = random_x(b, k, gen);
+          const auto batched = run(t, w, x.data(), n, k, b, 1, path);
+          for (int threads : {1, 2, 3}) {
+            for (std::int64_t r = 0; r < b; ++r) {
+              const std::vector<float> want(batched.begin() + r * n, batched.begin() + (r + 1) * n);
+              CHECK(run(t, w, x.data() + r * k, n, k, 1, threads, path) == want);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("matvec_group gives each matrix matmul's bits, in one pass or one by one", "[matmul]") {
   // Mixes like a layer's q/k/v (two types, one shared) and gate/up, with odd row counts so the
   // static chunks cut through members; b = 2 and rows8 fall back to matmul per member.
