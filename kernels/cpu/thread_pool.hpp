@@ -21,7 +21,7 @@ class thread_pool {
   /// `n_threads` workers in all (including the caller); at least 1.
   explicit thread_pool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
     workers_.reserve(static_cast<std::size_t>(n_threads_ - 1));
-    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { run(i); });
+    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { run(); });
   }
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
@@ -42,7 +42,10 @@ class thread_pool {
   }
 
   /// Runs fn(begin, end) over static chunks of [0, n_items), one per thread; returns when all are
-  /// done and rethrows the first exception a chunk threw. Not re-entrant from inside fn.
+  /// done and rethrows the first exception a chunk threw. Not re-entrant from inside fn. The
+  /// chunks are claimed in turn, so one whose worker has not started yet (the host gave its core
+  /// to another process) is run by the caller instead of waited for; which thread runs a chunk
+  /// varies, its range does not.
   template <class Fn>
   void parallel_for(std::int64_t n_items, Fn&& fn) {
     if (n_items <= 0) return;
@@ -52,24 +55,27 @@ class thread_pool {
     }
     using F = std::remove_reference_t<Fn>;
     auto call = [](void* ctx, std::int64_t b, std::int64_t e) { (*static_cast<F*>(ctx))(b, e); };
-    // Workers read these only after seeing the new generation, and the last call's workers are
-    // all done with them (pending_ reached 0), so no lock is needed.
+    // A thread reads these only after claiming a chunk of this call, and the last call's chunks
+    // are all done (done_ reached n_threads_), so no lock is needed.
     task_ = call;
     ctx_ = static_cast<void*>(&fn);
     n_items_ = n_items;
     error_ = nullptr;
-    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_seq_cst);
+    done_.store(0, std::memory_order_relaxed);
+    // Only this thread (and the destructor, after the last call) moves the generation.
+    const std::uint32_t g = generation_.load(std::memory_order_relaxed) + 1;
+    next_chunk_.store(std::uint64_t{g} << 32, std::memory_order_release);
+    generation_.store(g, std::memory_order_seq_cst);
     if (sleeping_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
-    run_chunk(0);
-    // Spin while the workers finish (static chunks end together), then sleep.
-    spin_while([&] { return pending_.load(std::memory_order_acquire) != 0; });
+    run_chunks(g);
+    // Spin while the claimed chunks finish (static chunks end together), then sleep.
+    spin_while([&] { return done_.load(std::memory_order_acquire) != n_threads_; });
     for (;;) {
-      int p = pending_.load(std::memory_order_acquire);
-      if (p == 0) break;
+      int d = done_.load(std::memory_order_acquire);
+      if (d == n_threads_) break;
       caller_sleeping_.store(true, std::memory_order_seq_cst);
-      p = pending_.load(std::memory_order_seq_cst);
-      if (p != 0) pending_.wait(p, std::memory_order_acquire);
+      d = done_.load(std::memory_order_seq_cst);
+      if (d != n_threads_) done_.wait(d, std::memory_order_acquire);
       caller_sleeping_.store(false, std::memory_order_relaxed);
     }
     if (error_) std::rethrow_exception(error_);
@@ -126,7 +132,22 @@ class thread_pool {
     }
   }
 
-  void run(int i) {
+  // Claims and runs chunks of call `g` until none is left; nothing if that call has moved on.
+  void run_chunks(std::uint32_t g) {
+    for (;;) {
+      std::uint64_t c = next_chunk_.load(std::memory_order_acquire);
+      do {
+        if (c >> 32 != g || static_cast<int>(c & 0xffffffffu) >= n_threads_) return;
+      } while (!next_chunk_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel,
+                                                  std::memory_order_acquire));
+      run_chunk(static_cast<int>(c & 0xffffffffu));
+      if (done_.fetch_add(1, std::memory_order_seq_cst) + 1 == n_threads_ &&
+          caller_sleeping_.load(std::memory_order_seq_cst))
+        done_.notify_one();
+    }
+  }
+
+  void run() {
     std::uint32_t seen = 0;
     for (;;) {
       std::uint32_t g = 0;
@@ -142,17 +163,16 @@ class thread_pool {
       }
       seen = g;
       if (stop_.load(std::memory_order_relaxed)) return;
-      run_chunk(i);
-      if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
-          caller_sleeping_.load(std::memory_order_seq_cst))
-        pending_.notify_one();
+      run_chunks(g);
     }
   }
 
   int n_threads_;
   std::vector<std::thread> workers_;
   std::atomic<std::uint32_t> generation_{0};
-  std::atomic<int> pending_{0};
+  // The call's generation (high half) and its next unclaimed chunk (low half).
+  std::atomic<std::uint64_t> next_chunk_{0};
+  std::atomic<int> done_{0};  // chunks of the current call finished
   std::atomic<int> sleeping_{0};
   std::atomic<bool> caller_sleeping_{false};
   std::atomic<bool> stop_{false};

@@ -28,6 +28,32 @@ TEST_CASE("parallel_for covers every item exactly once with static chunks", "[th
   }
 }
 
+TEST_CASE("parallel_for's chunks are the static ones, whichever thread claims them",
+          "[thread_pool]") {
+  // Workers asleep or late leave their chunks to the caller; the ranges stay chunk()'s.
+  using namespace std::chrono_literals;
+  for (int threads : {2, 3}) {
+    cpu::thread_pool pool(threads);
+    for (int round = 0; round < 6; ++round) {
+      if (round % 2 == 0) std::this_thread::sleep_for(5ms);
+      std::vector<std::atomic<std::int64_t>> ends(static_cast<std::size_t>(threads));
+      for (auto& e : ends) e = -1;
+      pool.parallel_for(10, [&](std::int64_t b, std::int64_t e) {
+        for (int i = 0; i < threads; ++i) {
+          std::int64_t cb = 0, ce = 0;
+          cpu::thread_pool::chunk(10, threads, i, cb, ce);
+          if (cb == b) ends[static_cast<std::size_t>(i)] = e;
+        }
+      });
+      for (int i = 0; i < threads; ++i) {
+        std::int64_t cb = 0, ce = 0;
+        cpu::thread_pool::chunk(10, threads, i, cb, ce);
+        CHECK(ends[static_cast<std::size_t>(i)] == ce);
+      }
+    }
+  }
+}
+
 TEST_CASE("parallel_pieces covers every item exactly once, a piece at a time", "[thread_pool]") {
   for (int threads : {1, 2, 3}) {
     cpu::thread_pool pool(threads);
