@@ -19,6 +19,10 @@ class gemma3_model {
   using weights = gemma3_weights<B>;
 
   static hparams read_hparams(model::model_file const& file) { return gemma::read_hparams(file); }
+  /// One rank's heads and widths, as the weights bind them (the memory budget reads it first).
+  static hparams rank_hparams(hparams const& hp, dist::tensor_parallel const& r) {
+    return per_rank(hp, r, "gemma3");
+  }
   static weights load(model::model_file const& file, B& be) { return load_weights(file, be); }
 
   explicit gemma3_model(weights w) : w_(std::move(w)) {

@@ -25,6 +25,10 @@ class gemma4_model {
   using weights = gemma4_weights<B>;
 
   static hparams read_hparams(model::model_file const& file) { return read_gemma4_hparams(file); }
+  /// One rank's heads and widths, as the weights bind them (the memory budget reads it first).
+  static hparams rank_hparams(hparams const& hp, dist::tensor_parallel const& r) {
+    return gemma4_per_rank(hp, r);
+  }
   static weights load(model::model_file const& file, B& be) {
     return load_gemma4_weights(file, be);
   }

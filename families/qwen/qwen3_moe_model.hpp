@@ -19,6 +19,10 @@ class qwen3_moe_model {
   using weights = qwen3_moe_weights<B>;
 
   static hparams read_hparams(model::model_file const& file) { return read_moe_hparams(file); }
+  /// One rank's heads and widths, as the weights bind them (the memory budget reads it first).
+  static hparams rank_hparams(hparams const& hp, dist::tensor_parallel const& r) {
+    return per_rank(hp, r, "qwen3_moe");
+  }
   static weights load(model::model_file const& file, B& be) { return load_moe_weights(file, be); }
 
   explicit qwen3_moe_model(weights w) : w_(std::move(w)) {

@@ -2,7 +2,9 @@
 // rank and reports it): the default model split over two ranks, rank 0 serving. Concurrent greedy
 // replies equal their solo replies, rank 1's stop census equals rank 0's, the budget takes the
 // smaller room of rank 1 (its own --cap-gib) and says so; a rank killed mid-stream fails the
-// in-flight request with an error object and ends the run within 10 s, either way round.
+// in-flight request with an error object and ends the run within 10 s, either way round. Tiny
+// fixtures: replies equal serve's at one rank, split (Qwen3, GLM-4.5 with MTP drafts on rank 0) or
+// replicated (Qwen3.5).
 #include <httplib.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -154,13 +156,18 @@ class ranks_run {
   std::optional<int> exit_code_;
 };
 
-// Posted from worker threads too: a failure throws (tests/common/http_post.hpp).
-std::string complete(int port, std::string const& prompt, int max_tokens = 8) {
+// A greedy completion's reply; "draft": false when `draft` is. Posted from worker threads too: a
+// failure throws (tests/common/http_post.hpp).
+nlohmann::json completion(int port, std::string const& prompt, int max_tokens, bool draft = true) {
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(120);
-  nlohmann::json const body{{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
-  return tf::test::post_expecting(c, "/v1/completions", body, 200)["choices"][0]["text"]
-      .get<std::string>();
+  nlohmann::json body{{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
+  if (!draft) body["draft"] = false;
+  return tf::test::post_expecting(c, "/v1/completions", body, 200);
+}
+
+std::string complete(int port, std::string const& prompt, int max_tokens = 8) {
+  return completion(port, prompt, max_tokens)["choices"][0]["text"].get<std::string>();
 }
 
 /// A long greedy stream; `started` turns true at its first chunk. Returns the whole body.
@@ -356,4 +363,62 @@ TEST_CASE(
     CHECK(census_of(log, "tf: ") == census_of(log, "tf: rank 1: "));
     CHECK(log.find("rank 1's KV census at stop equals rank 0's") != std::string::npos);
   }
+}
+
+TEST_CASE(
+    "serve --tp 2 --draft mtp: GLM-4.5 split over the ranks, its next-n head on rank 0: drafted "
+    "replies equal \"draft\": false ones and serve's at one rank",
+    "[dist][mpi][serve]") {
+  if (!ready()) return;
+  auto const file = std::string(TF_FIXTURES_DIR) + "/glm/tiny45_mtp/tiny-f32.gguf";
+  std::vector<std::string> const prompts{"abc abc abc abc abc abc", "hello world hello world hello",
+                                         "The capital of France is"};
+  // Each reply's token hash, one prompt after another; `drafted` sums its drafts (both verdicts).
+  auto hashes = [&](int port, bool draft, std::int64_t& drafted) {
+    std::vector<std::string> out;
+    for (auto const& p : prompts) {
+      auto const r = completion(port, p, 24, draft);
+      auto const& d = r["usage"]["completion_tokens_details"];
+      drafted += d.value("accepted_prediction_tokens", std::int64_t{0}) +
+                 d.value("rejected_prediction_tokens", std::int64_t{0});
+      out.push_back(r["tf"]["token_sha"].get<std::string>());
+    }
+    return out;
+  };
+  std::vector<std::string> one;
+  std::int64_t drafted_one = 0;
+  {
+    ranks_run run({TF_SERVE_BINARY, file, "--threads", "1", "--parallel", "4", "--context", "512",
+                   "--port", "0", "--draft", "mtp"});
+    REQUIRE(run.wait_ready(60s));
+    one = hashes(run.port(), true, drafted_one);
+  }
+  // Rank 1 runs the split layers only: the head, and the drafts, are rank 0's.
+  ranks_run run(
+      mpirun_args(rank_args({"--port", "0", "--draft", "mtp"}, file), rank_args({}, file)));
+  REQUIRE(run.wait_ready(60s));
+  std::int64_t drafted = 0, undrafted = 0;
+  auto const with = hashes(run.port(), true, drafted);
+  auto const without = hashes(run.port(), false, undrafted);
+  {
+    auto const log = run.log();
+    INFO(log);
+    CHECK(log.find("tf: speculative drafts: mtp") != std::string::npos);
+    CHECK(log.find("the model is split over 2 ranks") != std::string::npos);
+  }
+  CHECK(drafted > 0);
+  CHECK(drafted_one > 0);
+  CHECK(undrafted == 0);
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    INFO(prompts[i]);
+    CHECK(with[i] == without[i]);
+    CHECK(with[i] == one[i]);
+  }
+  ::kill(run.rank_pid(0), SIGTERM);
+  auto const code = run.wait_exit(30s);
+  auto const log = run.log();
+  INFO(log);
+  REQUIRE(code);
+  CHECK(*code == 0);
+  CHECK(census_of(log, "tf: ") == census_of(log, "tf: rank 1: "));
 }

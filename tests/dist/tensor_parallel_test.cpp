@@ -104,6 +104,15 @@ void check_split(std::string const& path, case_params const& c) {
   CHECK(o_split.cols * n == o_whole.cols);
   CHECK(o_split.partial_sum);
   CHECK_FALSE(o_whole.partial_sum);
+  // The start-up budget's KV bytes per position are what this rank's store holds (its share of
+  // the KV heads), read from the file before anything binds.
+  for (auto dt : {tf::kv_dtype::f16, tf::kv_dtype::f32}) {
+    auto const tp = tf::dist::tensor_parallel::over(ranks());
+    CHECK(engine::kv_bytes_per_token(file, dt, tp) ==
+          tf::backend::kv_bytes_per_token(engine::kv_layout(split.hparams()), dt));
+    CHECK(engine::kv_bytes_per_token(file, dt) ==
+          tf::backend::kv_bytes_per_token(engine::kv_layout(whole.hparams()), dt));
+  }
   auto const vocab = static_cast<std::size_t>(whole.vocab_size());
   for (std::size_t p = 0; p < c.prompts.size(); ++p) {
     auto const& prompt = c.prompts[p];
@@ -137,6 +146,9 @@ void check_replicated(std::string const& dir) {
   tf::kv_shape const kv{64, 16, tf::kv_dtype::f32, 1};
   engine whole(file, kv, {1});
   engine split(file, kv, {1, tf::dist::tensor_parallel::over(ranks())});
+  // Every rank holds every KV head: the budget counts the whole model's KV per position.
+  CHECK(engine::kv_bytes_per_token(file, kv.dtype, tf::dist::tensor_parallel::over(ranks())) ==
+        engine::kv_bytes_per_token(file, kv.dtype));
   for (auto const& prompt : tf::test::hf_oracle_at(dir).prompts) {
     auto const la = stream(whole).feed(prompt, true);
     auto const lb = stream(split).feed(prompt, true);

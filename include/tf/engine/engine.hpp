@@ -6,6 +6,7 @@
 #include <tf/backend/capabilities.hpp>
 #include <tf/backend/device_sampling.hpp>
 #include <tf/batch.hpp>
+#include <tf/dist/tensor_parallel.hpp>
 #include <tf/error.hpp>
 #include <tf/family.hpp>
 #include <tf/model/model_file.hpp>
@@ -80,8 +81,20 @@ class engine {
   static hparams_type read_hparams(model::model_file const& file) {
     return model_type::read_hparams(file);
   }
+  /// KV bytes per position of the whole model.
   static std::uint64_t kv_bytes_per_token(model::model_file const& file, kv_dtype dtype) {
     return backend::kv_bytes_per_token(kv_layout(read_hparams(file)), dtype);
+  }
+  /// KV bytes per position on one rank of `ranks`: its share of the KV heads where the model
+  /// splits them (it declares `rank_hparams(hp, ranks)`, the split its weights bind), all of them
+  /// where its weights stay whole on every rank.
+  static std::uint64_t kv_bytes_per_token(model::model_file const& file, kv_dtype dtype,
+                                          dist::tensor_parallel const& ranks) {
+    auto const hp = read_hparams(file);
+    if constexpr (requires { model_type::rank_hparams(hp, ranks); })
+      return backend::kv_bytes_per_token(kv_layout(model_type::rank_hparams(hp, ranks)), dtype);
+    else
+      return backend::kv_bytes_per_token(kv_layout(hp), dtype);
   }
   /// The model's own KV layout, or every layer attending with num_kv_heads x head_dim.
   static backend::kv_layout kv_layout(hparams_type const& hp) {

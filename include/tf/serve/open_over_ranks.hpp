@@ -105,7 +105,8 @@ served_over_ranks open_served_over_ranks(C& comm, std::filesystem::path const& p
     using L = rank_leader<E, C>;
     dist::agree_on_model(comm, dist::model_identity::of(*file, path, F::name));
     auto const granted =
-        size({F::name, E::kv_bytes_per_token(*file, o.kv), E::state_bytes_per_stream(*file)});
+        size({F::name, E::kv_bytes_per_token(*file, o.kv, dist::tensor_parallel::over(comm)),
+              E::state_bytes_per_stream(*file)});
     host.parallel = granted.parallel;
     auto codec =
         tokenizer::load_codec(*file, path, path.filename().string(), builtin_chat_template<F>());
@@ -155,7 +156,8 @@ std::vector<kv::census> follow_over_ranks(C& comm, std::filesystem::path const& 
     using F = typename decltype(family_type)::type;
     using E = file_engine<F, B>;
     dist::agree_on_model(comm, dist::model_identity::of(*file, path, F::name));
-    room({F::name, E::kv_bytes_per_token(*file, o.kv), E::state_bytes_per_stream(*file)});
+    room({F::name, E::kv_bytes_per_token(*file, o.kv, dist::tensor_parallel::over(comm)),
+          E::state_bytes_per_stream(*file)});
     detail::rank_pool pool;
     comm.broadcast(std::as_writable_bytes(std::span(&pool, 1)), 0);
     kv_shape const kv{static_cast<std::int32_t>(pool.pages), o.page_tokens, o.kv,
