@@ -209,6 +209,19 @@ std::string census_of(std::string const& log, std::string const& prefix) {
   return m[1].str();
 }
 
+// Rank 0 stops the run (SIGTERM, as a user would): every rank exits 0, and rank 1's stop census
+// equals rank 0's.
+void stop_with_equal_censuses(ranks_run& run) {
+  ::kill(run.rank_pid(0), SIGTERM);
+  auto const code = run.wait_exit(30s);
+  auto const log = run.log();
+  INFO(log);
+  REQUIRE(code);
+  CHECK(*code == 0);
+  CHECK(census_of(log, "tf: ") == census_of(log, "tf: rank 1: "));
+  CHECK(log.find("rank 1's KV census at stop equals rank 0's") != std::string::npos);
+}
+
 // Kills `victim` mid-stream (or, `streaming` false, while the server idles); a stream ends with
 // an error object, and every rank is gone within 10 s.
 void kill_rank(int victim, bool streaming = true) {
@@ -354,14 +367,7 @@ TEST_CASE(
       CHECK(!one[i].empty());
       CHECK(two[i] == one[i]);
     }
-    ::kill(run.rank_pid(0), SIGTERM);
-    auto const code = run.wait_exit(30s);
-    auto const log = run.log();
-    INFO(log);
-    REQUIRE(code);
-    CHECK(*code == 0);
-    CHECK(census_of(log, "tf: ") == census_of(log, "tf: rank 1: "));
-    CHECK(log.find("rank 1's KV census at stop equals rank 0's") != std::string::npos);
+    stop_with_equal_censuses(run);
   }
 }
 
@@ -414,11 +420,5 @@ TEST_CASE(
     CHECK(with[i] == without[i]);
     CHECK(with[i] == one[i]);
   }
-  ::kill(run.rank_pid(0), SIGTERM);
-  auto const code = run.wait_exit(30s);
-  auto const log = run.log();
-  INFO(log);
-  REQUIRE(code);
-  CHECK(*code == 0);
-  CHECK(census_of(log, "tf: ") == census_of(log, "tf: rank 1: "));
+  stop_with_equal_censuses(run);
 }
