@@ -225,6 +225,12 @@ int main(int argc, char** argv) {
     auto const path = tf::model::resolve_model_path(model_path.empty() ? std::nullopt
                                                                        : std::optional(model_path));
 #if defined(TF_WITH_MPI)
+    // A rank whose model file does not open (a path that differs on its machine) stops every rank
+    // at once, naming it, before rank 0 reads the file on its own.
+    if (ranks)
+      tf::dist::on_every_rank(ranks->comm, "open its model file", [&] {
+        return tf::model::model_file::open(path, tf::model::load_mode::map).tensors().size();
+      });
     if (ranks && ranks->comm.rank() > 0) {
       // No HTTP here: this rank replays rank 0's calls on its shard of the model.
       tf::open_options fo;

@@ -1,13 +1,15 @@
 // What the ranks settle before a split model loads (tf/dist/rank_start.hpp), under mpirun -n 2:
 // a start where the ranks opened different models is refused on every rank with a message naming
 // rank 1 and what differs; the budget takes the smallest room any rank reports (a smaller machine
-// or a smaller --cap-gib on rank 1), the same on every rank, and its line says whose room it took.
+// or a smaller --cap-gib on rank 1), the same on every rank, and its line says whose room it took;
+// a start step that fails on one rank stops them all, naming it.
 #define CATCH_CONFIG_RUNNER
 #include <tf/dist/mpi_communicator.hpp>
 #include <tf/dist/mpi_runtime.hpp>
 #include <tf/dist/rank_start.hpp>
 #include <tf/model/model_file.hpp>
 
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -84,6 +86,30 @@ TEST_CASE("a start where a rank opened another family, file or shapes is refused
   INFO(shapes);
   CHECK(shapes.find("rank 1's tiny-f32.gguf holds") != std::string::npos);
   CHECK(shapes.find("nothing was read") != std::string::npos);
+}
+
+TEST_CASE("a start step that fails on one rank stops every rank, the failed one with its message") {
+  auto& c = *the_ranks;
+  // Every rank succeeds: each gets its own result.
+  CHECK(tf::dist::on_every_rank(c, "count", [&] { return c.rank() * 10; }) == c.rank() * 10);
+  // The last rank fails: it rethrows its own error, every other rank one naming it.
+  int const last = c.size() - 1;
+  std::string message;
+  try {
+    tf::dist::on_every_rank(c, "open its model file", [&] {
+      if (c.rank() == last) throw tf::error("tf: no such file: /models/x.gguf");
+      return 1;
+    });
+  } catch (tf::error const& e) {
+    message = e.what();
+  }
+  INFO(message);
+  if (c.rank() == last)
+    CHECK(message == "tf: no such file: /models/x.gguf");
+  else
+    CHECK(message == fmt::format("tf: rank {} could not open its model file (its own message says "
+                                 "why); rank {} stops too",
+                                 last, c.rank()));
 }
 
 TEST_CASE("the budget over the ranks takes the smallest room and says whose it was") {

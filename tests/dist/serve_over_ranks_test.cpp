@@ -332,6 +332,25 @@ TEST_CASE("serve --tp 2: rank 0 killed mid-stream: rank 1 stops within 10 s",
   kill_rank(0);
 }
 
+TEST_CASE("serve --tp 2: a rank whose model file does not open stops every rank at once, named",
+          "[dist][mpi][serve]") {
+  if (!ready()) return;
+  auto const missing = (fs::temp_directory_path() / "tf-tp-no-such-model.gguf").string();
+  auto const started = clock_type::now();
+  ranks_run run(mpirun_args(rank_args({"--port", "0"}), rank_args({}, missing)));
+  auto const code = run.wait_exit(60s);
+  auto const took = std::chrono::duration<double>(clock_type::now() - started).count();
+  auto const log = run.log();
+  INFO(log);
+  // Both ranks ended (mpirun's own exit code under --enable-recovery does not say how).
+  REQUIRE(code);
+  // Not at the 2-minute start deadline: rank 0 learns it in the same collective.
+  CHECK(took < 30.0);
+  CHECK(log.find("tf: rank 1 could not open its model file") != std::string::npos);
+  CHECK(log.find("tf-tp-no-such-model.gguf") != std::string::npos);  // rank 1's own message
+  CHECK(log.find("listening on") == std::string::npos);
+}
+
 TEST_CASE(
     "serve --tp 2 replies equal serve's at one rank: tiny Qwen3 (split) and Qwen3.5 "
     "(replicated, recurrent-state slots)",

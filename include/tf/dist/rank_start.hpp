@@ -13,9 +13,12 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace tf::dist {
@@ -84,6 +87,30 @@ void agree_on_model(C& c, model_identity const& mine) {
           r, o.file, o.tensors, o.bytes, root.tensors, root.bytes,
           o.tensors == root.tensors && o.bytes == root.bytes ? "with other shapes" : "");
   }
+}
+
+/// Runs `fn`, a start step (find the model file, open it, load a shard), on every rank; then every
+/// rank learns whether all succeeded. A rank that failed throws its own error, the others one
+/// naming the first rank that failed and `what` it could not do, so a step that fails on one rank
+/// stops them all at once instead of at the next collective's deadline.
+template <communicator C, class Fn>
+std::invoke_result_t<Fn&> on_every_rank(C& c, std::string_view what, Fn&& fn) {
+  std::optional<std::invoke_result_t<Fn&>> out;
+  std::string failed;
+  try {
+    out.emplace(fn());
+  } catch (std::exception const& x) {
+    failed = x.what();
+  }
+  std::int32_t const ok = failed.empty() ? 1 : 0;
+  std::vector<std::int32_t> all(static_cast<std::size_t>(c.size()));
+  c.all_gather(std::as_bytes(std::span(&ok, 1)), std::as_writable_bytes(std::span(all)));
+  if (!failed.empty()) throw error("{}", failed);
+  for (std::size_t r = 0; r < all.size(); ++r)
+    if (all[r] == 0)
+      throw error("tf: rank {} could not {} (its own message says why); rank {} stops too", r, what,
+                  c.rank());
+  return std::move(*out);
 }
 
 /// This rank's room as it reports it: its pool, at most its own cap (`--cap-gib` given to this

@@ -64,26 +64,6 @@ typename B::options split_options(open_options const& o, C& comm) {
   return bo;
 }
 
-/// Loads this rank's shard; every rank then learns whether all loaded, so a rank that fails alone
-/// (its memory, its copy of the file) stops the others at once instead of at the load deadline.
-template <class E, class C, class Load>
-std::unique_ptr<E> load_on_every_rank(C& comm, Load&& load) {
-  std::unique_ptr<E> e;
-  std::string failed;
-  try {
-    e = load();
-  } catch (std::exception const& x) {
-    failed = x.what();
-  }
-  auto const all = comm.all_reduce_min(std::int64_t{failed.empty() ? 1 : 0});
-  if (!failed.empty()) throw error("{}", failed);
-  if (all == 0)
-    throw error(
-        "tf: rank {}: another rank could not load its shard of the model (its message says why)",
-        comm.rank());
-  return e;
-}
-
 }  // namespace detail
 
 /// Rank 0: as open_served, with the weights split over `comm`'s ranks. `size` sizes the start
@@ -96,8 +76,10 @@ served_over_ranks open_served_over_ranks(C& comm, std::filesystem::path const& p
                                          rank_deadlines deadlines) {
   using B = backend::cpu;
   detail::set_deadline(comm, deadlines.start);
-  auto file =
-      std::make_unique<model::model_file>(model::model_file::open(path, model::load_mode::map));
+  auto file = dist::on_every_rank(comm, "open its model file", [&] {
+    return std::make_unique<model::model_file>(
+        model::model_file::open(path, model::load_mode::map));
+  });
   served_over_ranks out;
   with_family<Registry, B>(*file, [&](auto family_type) {
     using F = typename decltype(family_type)::type;
@@ -119,7 +101,7 @@ served_over_ranks open_served_over_ranks(C& comm, std::filesystem::path const& p
     comm.broadcast(std::as_writable_bytes(std::span(&pool, 1)), 0);
     kv_shape const kv{static_cast<std::int32_t>(granted.pages), o.page_tokens, o.kv, slots};
     detail::set_deadline(comm, deadlines.load);
-    auto e = detail::load_on_every_rank<E>(comm, [&] {
+    auto e = dist::on_every_rank(comm, "load its shard of the model", [&] {
       if (o.load == model::load_mode::read)
         file = std::make_unique<model::model_file>(model::model_file::open(path, o.load));
       return std::make_unique<E>(std::move(file), kv, detail::split_options<B>(o, comm));
@@ -149,8 +131,10 @@ std::vector<kv::census> follow_over_ranks(C& comm, std::filesystem::path const& 
                                           rank_deadlines deadlines) {
   using B = backend::cpu;
   detail::set_deadline(comm, deadlines.start);
-  auto file =
-      std::make_unique<model::model_file>(model::model_file::open(path, model::load_mode::map));
+  auto file = dist::on_every_rank(comm, "open its model file", [&] {
+    return std::make_unique<model::model_file>(
+        model::model_file::open(path, model::load_mode::map));
+  });
   std::vector<kv::census> out;
   with_family<Registry, B>(*file, [&](auto family_type) {
     using F = typename decltype(family_type)::type;
@@ -163,7 +147,7 @@ std::vector<kv::census> follow_over_ranks(C& comm, std::filesystem::path const& 
     kv_shape const kv{static_cast<std::int32_t>(pool.pages), o.page_tokens, o.kv,
                       static_cast<std::int32_t>(pool.state_slots)};
     detail::set_deadline(comm, deadlines.load);
-    auto engine = detail::load_on_every_rank<E>(comm, [&] {
+    auto engine = dist::on_every_rank(comm, "load its shard of the model", [&] {
       if (o.load == model::load_mode::read)
         file = std::make_unique<model::model_file>(model::model_file::open(path, o.load));
       return std::make_unique<E>(std::move(file), kv, detail::split_options<B>(o, comm));
