@@ -434,6 +434,37 @@ inline void matmat0c_rows(tf::model::tensor_type t, const std::uint8_t* w, std::
   return run(static_cast<const block_q4_0*>(nullptr));
 }
 
+// avx2::matmat0 for (type, nr in 1..8).
+inline void matmat0_rows(tf::model::tensor_type t, const std::uint8_t* w, std::int64_t wrb,
+                         std::int64_t rows, const block_q8_0* const* x, const float* dx,
+                         std::int64_t nr, std::int64_t nb, float* y, std::int64_t y_stride,
+                         std::int64_t prefetch_end) {
+  using tf::model::tensor_type;
+  auto run = [&]<class W>(const W*) {
+    switch (nr) {
+      case 1:
+        return avx2::matmat0<1, W>(w, wrb, rows, x, dx, nb, y, y_stride, prefetch_end);
+      case 2:
+        return avx2::matmat0<2, W>(w, wrb, rows, x, dx, nb, y, y_stride, prefetch_end);
+      case 3:
+        return avx2::matmat0<3, W>(w, wrb, rows, x, dx, nb, y, y_stride, prefetch_end);
+      case 4:
+        return avx2::matmat0<4, W>(w, wrb, rows, x, dx, nb, y, y_stride, prefetch_end);
+      case 5:
+        return avx2::matmat0<5, W>(w, wrb, rows, x, dx, nb, y, y_stride, prefetch_end);
+      case 6:
+        return avx2::matmat0<6, W>(w, wrb, rows, x, dx, nb, y, y_stride, prefetch_end);
+      case 7:
+        return avx2::matmat0<7, W>(w, wrb, rows, x, dx, nb, y, y_stride, prefetch_end);
+      default:
+        return avx2::matmat0<8, W>(w, wrb, rows, x, dx, nb, y, y_stride, prefetch_end);
+    }
+  };
+  if (t == tensor_type::q8_0) return run(static_cast<const block_q8_0*>(nullptr));
+  if (t == tensor_type::q5_0) return run(static_cast<const block_q5_0*>(nullptr));
+  return run(static_cast<const block_q4_0*>(nullptr));
+}
+
 // avx512::matmat0c_rows8 for nr in 1..4.
 inline void matmat0c_rows8(const block_q8_0x8* w, std::int64_t groups, const block_q8_0c* const* x,
                            std::int64_t nr, std::int64_t nb, float* y, std::int64_t y_stride) {
@@ -449,6 +480,16 @@ inline void matmat0c_rows8(const block_q8_0x8* w, std::int64_t groups, const blo
   }
 }
 #endif
+
+/// Whether t is Q4_0, Q5_0 or Q8_0 (block_q8_0 activations, dot0_rows' steps).
+inline bool is_0_type(tf::model::tensor_type t) {
+  using tf::model::tensor_type;
+  return t == tensor_type::q4_0 || t == tensor_type::q5_0 || t == tensor_type::q8_0;
+}
+
+/// The most activation rows the AVX2 _0 few-row path takes; from 16 on the eight-row tiles cost
+/// less per row.
+inline constexpr std::int64_t few_0_max = 15;
 
 /// log2 of the offset the VNNI matvecs add to a _0 type's quants (see block_q8_0c).
 inline int unsigned_q_shift(tf::model::tensor_type t) {
@@ -672,6 +713,10 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   // A few rows (several decode streams) go through the matvec steps too, each weight block
   // decoded once for all of them: fewer instructions per row than the batched dots.
   const bool few_rows = unsigned_act && p.b >= 2 && p.b <= 8;
+  // On AVX2 the _0 types' few rows (a verify round's k + 1 positions of one stream) stream the
+  // weights as the one-row matvec does, each block decoded once for all of them.
+  const bool few_0 = TF_KERNELS_X86 && path == isa::avx2 && p.b >= 2 && p.b <= detail::few_0_max &&
+                     detail::is_0_type(p.w_type);
   // The VNNI _0 matvecs take block_q8_0c, the batched dots block_q8_0u.
   const bool corrected_act = unsigned_act && (mv || few_rows);
   const std::int64_t arb =
@@ -706,8 +751,23 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   const void* const* xr = rows.data();
 #if TF_KERNELS_X86
   // Many rows: whole groups of a tile's width as tiles for a tiled kernel, where the type has one.
-  detail::tiled_kernel tk = p.b >= 8 && !corrected_act ? detail::tiled_kernel_for(p.w_type, path)
-                                                       : detail::tiled_kernel{};
+  detail::tiled_kernel tk = p.b >= 8 && !corrected_act && !few_0
+                                ? detail::tiled_kernel_for(p.w_type, path)
+                                : detail::tiled_kernel{};
+  // few_0's activation scales as f32, in groups of at most eight rows: [nb][8] per group, row r
+  // of the group in lane r.
+  const std::int64_t few_groups = (p.b + 7) / 8, few_per = (p.b + few_groups - 1) / few_groups;
+  thread_local std::vector<float> scales;
+  if (few_0) {
+    scales.assign(static_cast<std::size_t>(few_groups * dot_n * 8), 0.0f);
+    for (std::int64_t r = 0; r < p.b; ++r) {
+      const auto* xb = reinterpret_cast<const block_q8_0*>(xq + r * arb);
+      float* d = scales.data() + (r / few_per) * dot_n * 8 + r % few_per;
+      for (std::int64_t i = 0; i < dot_n; ++i) d[8 * i] = fp16_to_fp32(xb[i].d);
+    }
+  }
+  // By pointer: the pool's threads have thread_locals of their own.
+  const float* few_scales = scales.data();
   if (p.b < tk.width) tk = {};
   // A few activation rows against Q4_K on AVX2: eight weight rows at a time in the lanes.
   const bool few_q4_k =
@@ -767,6 +827,22 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
     if (few_q4_k)
       return avx2::matmat_q4_k(wr, wrb, end - begin, reinterpret_cast<const block_q8_k* const*>(xr),
                                p.b, dot_n, p.y + begin, p.n);
+    if (few_0) {
+      // Groups of at most eight rows (the registers' worth), each against runs of weight rows
+      // that stay in L1 meanwhile (the first group's pass prefetches them).
+      const auto* xb = reinterpret_cast<const block_q8_0* const*>(xr);
+      const std::int64_t rows = end - begin;
+      const std::int64_t run = few_groups == 1 ? rows : std::max<std::int64_t>(1, (16 << 10) / wrb);
+      for (std::int64_t s0 = 0; s0 < rows; s0 += run) {
+        const std::int64_t s1 = std::min(rows, s0 + run);
+        for (std::int64_t g = 0; g < few_groups; ++g)
+          detail::matmat0_rows(p.w_type, wr + s0 * wrb, wrb, s1 - s0, xb + g * few_per,
+                               few_scales + g * dot_n * 8, std::min(few_per, p.b - g * few_per),
+                               dot_n, p.y + g * few_per * p.n + begin + s0, p.n,
+                               g == 0 ? (rows - s0) * wrb : 0);
+      }
+      return;
+    }
     if (few_rows) {
       const auto* xc = reinterpret_cast<const block_q8_0c* const*>(xr);
       for (std::int64_t r0 = 0; r0 < p.b; r0 += 8)
@@ -792,7 +868,7 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
     const std::int64_t units = p.n / unit;
     const std::int64_t piece = std::max<std::int64_t>(16, (4 << 20) / (wrb * unit) / 16 * 16);
     auto in_rows = [&](std::int64_t u0, std::int64_t u1) { fn(u0 * unit, u1 * unit); };
-    if (!(mv || few_rows) || pool.size() == 1 || units < 4 * pool.size() * piece)
+    if (!(mv || few_rows || few_0) || pool.size() == 1 || units < 4 * pool.size() * piece)
       return pool.parallel_for(units, in_rows);
     pool.parallel_pieces(units, piece, in_rows);
   };

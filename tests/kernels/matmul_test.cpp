@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -13,6 +15,7 @@
 #include <iostream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 #include "../common/cannot_run.hpp"
 
@@ -207,6 +210,99 @@ TEST_CASE("the _0 matvecs give the batched dot's bits, prefetched or not", "[mat
             for (std::int64_t r = 0; r < b; ++r) {
               const std::vector<float> want(batched.begin() + r * n, batched.begin() + (r + 1) * n);
               CHECK(run(t, w, x.data() + r * k, n, k, 1, threads, path) == want);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// A _0 weight block's 32 quants as signed integers, in element order.
+std::array<int, 32> quants_0(tensor_type t, const std::uint8_t* block) {
+  std::array<int, 32> q{};
+  if (t == tensor_type::q8_0) {
+    for (int j = 0; j < 32; ++j) q[j] = static_cast<std::int8_t>(block[2 + j]);
+    return q;
+  }
+  const bool five = t == tensor_type::q5_0;
+  const std::uint8_t* qs = block + (five ? 6 : 2);
+  std::uint32_t qh = 0;
+  if (five) std::memcpy(&qh, block + 2, 4);
+  for (int j = 0; j < 32; ++j) {
+    const int nibble = j < 16 ? qs[j] & 0x0f : qs[j - 16] >> 4;
+    q[j] = five ? (nibble | static_cast<int>((qh >> j) & 1) << 4) - 16 : nibble - 8;
+  }
+  return q;
+}
+
+// The AVX2 _0 dot's float steps written out in scalar code, as the reference every _0 kernel
+// must match bit for bit: per block, lane l's exact integer sum of elements 4l..4l+3, fma'd by
+// the f32 product dw * dx into lane l's accumulator in block order; then the lanes fold as the
+// kernels' hsum does, (a_l + a_l+4) and then (s0 + s2) + (s1 + s3).
+float dot0_reference(tensor_type t, const std::uint8_t* w, const cpu::block_q8_0* x,
+                     std::int64_t nb) {
+  const auto block_bytes = static_cast<std::int64_t>(tf::model::traits_of(t).block_bytes);
+  std::array<float, 8> acc{};
+  for (std::int64_t i = 0; i < nb; ++i) {
+    const std::uint8_t* b = w + i * block_bytes;
+    std::uint16_t dw16;
+    std::memcpy(&dw16, b, 2);
+    const auto q = quants_0(t, b);
+    const float d = cpu::fp16_to_fp32(dw16) * cpu::fp16_to_fp32(x[i].d);
+    for (int l = 0; l < 8; ++l) {
+      std::int32_t sum = 0;
+      for (int e = 4 * l; e < 4 * l + 4; ++e) sum += q[e] * x[i].qs[e];
+      acc[l] = std::fma(d, static_cast<float>(sum), acc[l]);
+    }
+  }
+  std::array<float, 4> s4{};
+  for (int l = 0; l < 4; ++l) s4[l] = acc[l] + acc[l + 4];
+  return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
+TEST_CASE("a few activation rows of a _0 matrix give each row's dot bits", "[matmul]") {
+  // A verify round runs one stream's k + 1 positions (2-9 rows) together; on AVX2 up to 15
+  // rows take the streamed few-row kernel (groups of at most eight past 8 rows, each against
+  // runs of weight rows held in L1), from 16 the eight-row tiles. Every output must be the one-
+  // row dot's, written out above: k = 224 and 288 leave blocks after the kernel's whole 64-byte
+  // steps, n = 157 rows cross several L1 runs and prefetched and unprefetched rows in every
+  // chunk of 1, 2 and 3 threads.
+  const std::int64_t n = 157;
+  std::vector<cpu::isa> simd;
+  for (auto path : paths())
+    if (path != cpu::isa::portable) simd.push_back(path);
+  if (simd.empty()) SUCCEED("SKIP: no AVX2 on this CPU");
+  for (auto t : {tensor_type::q4_0, tensor_type::q5_0, tensor_type::q8_0}) {
+    for (std::int64_t k : {224, 288}) {
+      const std::int64_t nb = k / 32;
+      const std::int64_t wrb = static_cast<std::int64_t>(tf::model::row_bytes(t, k));
+      std::mt19937 gen(static_cast<unsigned>(t) * 7 + static_cast<unsigned>(k));
+      const auto w = random_weights(t, n, k, gen);
+      const std::int64_t most = 17;
+      const auto x = random_x(most, k, gen);
+      std::vector<cpu::block_q8_0> xq(static_cast<std::size_t>(most * nb));
+      cpu::quantize_activations(t, x.data(), most, k, reinterpret_cast<std::uint8_t*>(xq.data()),
+                                cpu::isa::portable);
+      std::vector<float> want(static_cast<std::size_t>(most * n));
+      for (std::int64_t r = 0; r < most; ++r)
+        for (std::int64_t row = 0; row < n; ++row)
+          want[static_cast<std::size_t>(r * n + row)] =
+              dot0_reference(t, w.data() + row * wrb, xq.data() + r * nb, nb);
+      for (auto path : simd) {
+        DYNAMIC_SECTION(tf::model::traits_of(t).name << " k=" << k << " " << cpu::isa_name(path)) {
+          for (int threads : {1, 2, 3}) {
+            // Workers kept awake (they spin a while after a call), so they take their own chunks
+            // instead of leaving them to the caller as a fresh pool's do.
+            cpu::thread_pool pool(threads);
+            for (std::int64_t b : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16, 17}) {
+              INFO("b=" << b << " threads=" << threads);
+              pool.parallel_for(threads, [](std::int64_t, std::int64_t) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(2));
+              });
+              std::vector<float> y(static_cast<std::size_t>(b * n), -1.0f);
+              cpu::matmul({t, w.data(), x.data(), y.data(), n, k, b}, pool, path);
+              CHECK(y == std::vector<float>(want.begin(), want.begin() + b * n));
             }
           }
         }
