@@ -46,15 +46,6 @@ extern "C" void on_signal(int s) {
   g_signal.store(s);
 }
 
-/// Bytes of the weights: the GGUF file, or a folder's .safetensors files.
-std::uint64_t weight_bytes(std::filesystem::path const& path) {
-  if (!std::filesystem::is_directory(path)) return std::filesystem::file_size(path);
-  std::uint64_t n = 0;
-  for (auto const& e : std::filesystem::directory_iterator(path))
-    if (e.is_regular_file() && e.path().extension() == ".safetensors") n += e.file_size();
-  return n;
-}
-
 /// Whether the model brings a chat template of its own (a GGUF's tokenizer.chat_template, a
 /// folder's tokenizer_config.json chat_template); the page opens a model without one, a base
 /// model, in completion mode.
@@ -294,8 +285,10 @@ int main(int argc, char** argv) {
     std::size_t const page_tokens = 256;
     tf::serve::start_info start;  // the budget lines and template origin, for the page
     // One reading sizes the start: weights, streams, window, KV pages and kept prompts.
+    // `held`: of model_bytes, what is in memory already (a rank's copied slices), which the
+    // reading no longer shows free.
     auto size_start = [&](std::uint64_t model_bytes, std::uint64_t kv_bytes_per_token,
-                          std::uint64_t state_bytes_per_stream) {
+                          std::uint64_t state_bytes_per_stream, std::uint64_t held) {
       tf::memory::budget_options o;
       o.model_bytes = model_bytes;
       o.window_tokens = context;
@@ -327,10 +320,11 @@ int main(int argc, char** argv) {
       }
 #endif
 #if defined(TF_WITH_MPI)
-      auto b = ranks ? tf::serve::tp::budget_over_ranks(ranks->comm, o)
+      auto b = ranks ? tf::serve::tp::budget_over_ranks(ranks->comm, o, held)
                      : tf::memory::start_budget(kind, tf::memory::system_proc_reader(),
                                                 device_reader, o);
 #else
+      (void)held;  // only a split model's ranks hold weights before the budget
       auto b = tf::memory::start_budget(kind, tf::memory::system_proc_reader(), device_reader, o);
 #endif
       for (auto const& line : b.lines) fmt::print(stderr, "{}\n", line);
@@ -408,8 +402,12 @@ int main(int argc, char** argv) {
       // A stream's recurrent state is held twice (its slot and its lane's snapshot), and once
       // more with drafts (the state before a verify row).
       auto const states = drafts.source ? 3u : 2u;
-      auto b = size_start(weight_bytes(path) + draft_store_bytes, c.kv_bytes_per_token,
-                          states * c.state_bytes_per_stream);
+#if defined(TF_WITH_MPI)
+      if (ranks) fmt::print(stderr, "{}\n", tf::serve::tp::weights_line(0, c, path));
+#endif
+      auto b =
+          size_start(c.weight_bytes.value_or(tf::model::file_bytes(path)) + draft_store_bytes,
+                     c.kv_bytes_per_token, states * c.state_bytes_per_stream, c.weight_bytes_held);
       parallel = b.streams;
       auto const pages = pool_pages(b);
       fmt::print(stderr, "tf: {} forward on the {}, {} KV pages of {} tokens\n", c.family,
@@ -419,9 +417,10 @@ int main(int argc, char** argv) {
       } else {
         // The weights are read next: bytes of total, rate and ETA, as a terminal or a log suits.
         auto const base = tf::model::bytes_read().load();
-        watch.emplace([base] { return tf::model::bytes_read().load() - base; }, weight_bytes(path),
+        watch.emplace([base] { return tf::model::bytes_read().load() - base; },
+                      tf::model::file_bytes(path),
                       tf::serve::load_progress_printer(
-                          weight_bytes(path), ::isatty(STDERR_FILENO) == 1,
+                          tf::model::file_bytes(path), ::isatty(STDERR_FILENO) == 1,
                           [](std::string_view t) { fmt::print(stderr, "{}", t); }),
                       [&server](double f) { server.set_progress(f); });
       }

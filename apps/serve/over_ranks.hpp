@@ -6,10 +6,12 @@
 #include <tf/dist/rank_start.hpp>
 #include <tf/error.hpp>
 #include <tf/memory/budget.hpp>
+#include <tf/model/model_file.hpp>
 #include <tf/serve/open_over_ranks.hpp>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -37,13 +39,32 @@ struct ranks {
   }
 };
 
+/// This machine's room as a rank reports it: the reading with `held` added back, the bytes of its
+/// weights already in memory when it reads (counted in `model_bytes` beside the rest).
+inline memory::pool_reading room_before_weights(std::uint64_t held) {
+  auto r = memory::read_pool(memory::memory_kind::host, memory::system_proc_reader(), {},
+                             memory::system_page_size());
+  r.pool_bytes = std::min(r.total_bytes, r.pool_bytes + held);
+  return r;
+}
+
 /// Rank 0's budget: this machine's reading with the environment's reserve and cap applied, sized
-/// from the smallest room any rank reports.
-inline memory::budget budget_over_ranks(dist::mpi_communicator& comm, memory::budget_options o) {
+/// from the rank with the least room after its own weights (`o.model_bytes` is rank 0's, `held`
+/// of them already in memory).
+inline memory::budget budget_over_ranks(dist::mpi_communicator& comm, memory::budget_options o,
+                                        std::uint64_t held) {
   memory::apply_env(o, memory::system_env_reader());
-  auto const reading = memory::read_pool(memory::memory_kind::host, memory::system_proc_reader(),
-                                         {}, memory::system_page_size());
-  return dist::budget_over_ranks(comm, reading, o);
+  return dist::budget_over_ranks(comm, room_before_weights(held), o);
+}
+
+/// "tf: rank R holds X MiB of weights, its share of the file's Y MiB (N of M bytes)".
+inline std::string weights_line(int rank, model_costs const& c, std::filesystem::path const& path) {
+  auto const mine = c.weight_bytes.value_or(0), file = model::file_bytes(path);
+  auto mib = [](std::uint64_t b) { return static_cast<double>(b) / (1 << 20); };
+  return fmt::format(
+      "tf: rank {} holds {:.1f} MiB of weights, its share of the file's {:.1f} MiB "
+      "({} of {} bytes)",
+      rank, mib(mine), mib(file), mine, file);
 }
 
 /// A rank > 0's whole run: the same model, its room reported to rank 0, its shard loaded, rank
@@ -56,15 +77,14 @@ inline int follow(dist::mpi_communicator& comm, std::filesystem::path const& pat
   // stops when rank 0 says so, or when rank 0 is gone.
   std::signal(SIGINT, SIG_IGN);
   std::signal(SIGTERM, SIG_IGN);
-  auto room = [&](model_costs const&) {
+  auto room = [&](model_costs const& c) {
     memory::budget_options b;
     b.reserve_bytes = reserve_bytes;
     b.cap_bytes = cap_bytes;
+    b.model_bytes = c.weight_bytes.value_or(0);
     memory::apply_env(b, memory::system_env_reader());
-    dist::report_room(comm,
-                      memory::read_pool(memory::memory_kind::host, memory::system_proc_reader(), {},
-                                        memory::system_page_size()),
-                      b);
+    fmt::print(stderr, "{}\n", weights_line(comm.rank(), c, path));
+    dist::report_room(comm, room_before_weights(c.weight_bytes_held), b);
   };
   auto const all = follow_over_ranks(comm, path, o, room, rank_deadlines{});
   auto const& mine = all.at(static_cast<std::size_t>(comm.rank()));

@@ -137,6 +137,29 @@ TEST_CASE("the budget over the ranks takes the smallest room and says whose it w
     CHECK(b.lines.back().find("rank 1's room is the smallest") != std::string::npos);
     CHECK(same_on_every_rank(b));
   }
+  SECTION("equal machines, rank 1 holds more weights: its room after them sizes the start") {
+    auto mine = o;
+    if (c.rank() == 1) mine.model_bytes = 20 * gib;
+    auto const b = tf::dist::budget_over_ranks(c, room(64), mine);
+    auto heavy = o;
+    heavy.model_bytes = 20 * gib;
+    auto const alone = tf::memory::compute_budget(room(64), heavy);
+    CHECK(b.smallest_rank == 1);
+    CHECK(b.model_bytes == 20 * gib);
+    CHECK(b.streams == alone.streams);
+    CHECK(b.streams < tf::memory::compute_budget(room(64), o).streams);
+    CHECK(same_on_every_rank(b));
+  }
+  SECTION("rank 1's smaller machine holds a smaller share: rank 0's room after its weights sizes") {
+    auto mine = o;
+    mine.model_bytes = c.rank() == 0 ? 30 * gib : 2 * gib;
+    auto const b = tf::dist::budget_over_ranks(c, room(c.rank() == 0 ? 64 : 48), mine);
+    auto heavy = o;
+    heavy.model_bytes = 30 * gib;
+    CHECK(b.smallest_rank == 0);
+    CHECK(b.left_bytes == tf::memory::compute_budget(room(64), heavy).left_bytes);
+    CHECK(same_on_every_rank(b));
+  }
   SECTION("rank 0's room is the smallest: no clause") {
     auto const b = tf::dist::budget_over_ranks(c, room(c.rank() == 0 ? 40 : 64), o);
     CHECK(b.smallest_rank == 0);

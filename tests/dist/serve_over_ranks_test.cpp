@@ -5,6 +5,7 @@
 // in-flight request with an error object and ends the run within 10 s, either way round. Tiny
 // fixtures: replies equal serve's at one rank, split (Qwen3, GLM-4.5 with MTP drafts on rank 0) or
 // replicated (Qwen3.5).
+#include <fmt/format.h>
 #include <httplib.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -349,6 +350,58 @@ TEST_CASE("serve --tp 2: a rank whose model file does not open stops every rank 
   CHECK(log.find("tf: rank 1 could not open its model file") != std::string::npos);
   CHECK(log.find("tf-tp-no-such-model.gguf") != std::string::npos);  // rank 1's own message
   CHECK(log.find("listening on") == std::string::npos);
+}
+
+TEST_CASE(
+    "serve --tp 2: a model that fits only as shards starts over two ranks, counted by what each "
+    "rank holds; too small a cap on rank 1 refuses it on both, named",
+    "[dist][mpi][serve]") {
+  if (!ready()) return;
+  // Tiny Qwen3 (F32): 945,920 bytes of file; a rank holds the embedding, head and norms whole and
+  // half of every q/k/v/o and MLP matrix (763,392 bytes), and one 256-token page of its KV heads
+  // (32 KiB). A cap of 880,000 bytes fits a rank's share, not the whole file.
+  auto const file = std::string(TF_FIXTURES_DIR) + "/qwen/tiny/tiny-f32.gguf";
+  auto const cap = fmt::format("{:.12f}", 880000.0 / (1 << 30));
+  auto args = [&](std::vector<std::string> extra, std::string const& cap_gib) {
+    std::vector<std::string> a{TF_SERVE_BINARY, file, "--tp",      "2",   "--threads", "1",
+                               "--parallel",    "1",  "--context", "256", "--cap-gib", cap_gib};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  {
+    ranks_run one({TF_SERVE_BINARY, file, "--threads", "1", "--parallel", "1", "--context", "256",
+                   "--cap-gib", cap, "--port", "0"});
+    REQUIRE(one.wait_exit(60s));
+    auto const log = one.log();
+    INFO(log);
+    CHECK(log.find("the model does not fit") != std::string::npos);
+  }
+  {
+    ranks_run run(mpirun_args(args({"--port", "0"}, cap), args({}, cap)));
+    REQUIRE(run.wait_ready(60s));
+    auto const log = run.log();
+    INFO(log);
+    for (int r = 0; r < 2; ++r) {
+      std::smatch m;
+      REQUIRE(std::regex_search(log, m,
+                                std::regex("tf: rank " + std::to_string(r) +
+                                           R"( holds [^\n]*\((\d+) of (\d+) bytes\))")));
+      CHECK(std::stoull(m[1]) < 880000);
+      CHECK(std::stoull(m[2]) == fs::file_size(file));
+    }
+    CHECK(!complete(run.port(), "The capital of France is").empty());
+    stop_with_equal_censuses(run);
+  }
+  // Rank 1's own cap below its share: rank 0's budget refuses, and rank 1 stops at once.
+  auto const started = clock_type::now();
+  ranks_run run(mpirun_args(args({"--port", "0"}, cap), args({}, "0.0005")));
+  REQUIRE(run.wait_exit(60s));
+  auto const log = run.log();
+  INFO(log);
+  CHECK(std::chrono::duration<double>(clock_type::now() - started).count() < 30.0);
+  CHECK(log.find("the model does not fit") != std::string::npos);
+  CHECK(log.find("tf: rank 0 could not size the start") != std::string::npos);
+  CHECK(log.find("tf: serving") == std::string::npos);
 }
 
 TEST_CASE(

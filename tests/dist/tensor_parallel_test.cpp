@@ -113,6 +113,15 @@ void check_split(std::string const& path, case_params const& c) {
     CHECK(engine::kv_bytes_per_token(file, dt) ==
           tf::backend::kv_bytes_per_token(engine::kv_layout(whole.hparams()), dt));
   }
+  // The start-up budget counts this rank's weights: less than the whole model's, and the ranks'
+  // shares together at least the whole (what is replicated counts on every rank).
+  auto const mine = split.backend().weights_bound().bytes;
+  std::vector<std::uint64_t> shares(static_cast<std::size_t>(n));
+  ranks().all_gather(std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(shares)));
+  std::uint64_t together = 0;
+  for (auto b : shares) together += b;
+  CHECK(mine < whole.backend().weights_bound().bytes);
+  CHECK(together >= whole.backend().weights_bound().bytes);
   auto const vocab = static_cast<std::size_t>(whole.vocab_size());
   for (std::size_t p = 0; p < c.prompts.size(); ++p) {
     auto const& prompt = c.prompts[p];
@@ -158,6 +167,38 @@ void check_replicated(std::string const& dir) {
   }
 }
 
+// The weights the budget counts (cpu::weights_bound) against a GGUF file's tensors: whole, every
+// tensor once (a tied head is its embedding's bytes); split, the replicated tensors whole and 1/n
+// of each split one. Copied at the bind: the norm vectors, and 1/n of each row-parallel weight
+// (a rank's input features, not one run of the file).
+template <class Family>
+void check_weight_share(std::string const& path, std::vector<std::string> const& column_parallel,
+                        std::vector<std::string> const& row_parallel) {
+  using engine = tf::engine<Family, cpu>;
+  auto file = model_file::open(path);
+  engine whole(file, {1, 16}, {1});
+  engine split(file, {1, 16}, {1, tf::dist::tensor_parallel::over(ranks())});
+  auto const n = static_cast<std::uint64_t>(ranks().size());
+  auto is = [](std::string const& name, std::vector<std::string> const& roles) {
+    return std::any_of(roles.begin(), roles.end(), [&](auto const& r) {
+      return name.find("." + r + ".weight") != std::string::npos;
+    });
+  };
+  std::uint64_t all = 0, norms = 0, split_bytes = 0, rows = 0;
+  for (auto const& t : file.tensors()) {
+    all += t.bytes;
+    if (t.name.find("norm") != std::string::npos) norms += t.bytes;
+    if (is(t.name, column_parallel) || is(t.name, row_parallel)) split_bytes += t.bytes;
+    if (is(t.name, row_parallel)) rows += t.bytes;
+  }
+  INFO(path);
+  auto const w = whole.backend().weights_bound(), s = split.backend().weights_bound();
+  CHECK(w.bytes == all);
+  CHECK(w.copied_bytes == norms);
+  CHECK(s.bytes == all - split_bytes + split_bytes / n);
+  CHECK(s.copied_bytes == norms + rows / n);
+}
+
 case_params oracle_case(std::string const& dir, float tolerance) {
   auto const& o = tf::test::hf_oracle_at(dir);
   return {o.prompts, 12, tolerance};
@@ -172,6 +213,10 @@ TEST_CASE("TP: tiny Qwen3 split over the ranks: F32 GGUF, safetensors and Q8_0")
   check_split<tf::families::qwen::qwen3>(dir + "/tiny-f32.gguf", oracle_case(dir, 1e-5f));
   check_split<tf::families::qwen::qwen3>(dir, oracle_case(dir, 1e-5f));
   check_split<tf::families::qwen::qwen3>(dir + "/tiny-q8_0.gguf", oracle_case(dir, 1e-5f));
+  for (auto const* name : {"/tiny-f32.gguf", "/tiny-q8_0.gguf"})
+    check_weight_share<tf::families::qwen::qwen3>(
+        dir + name, {"attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up"},
+        {"attn_output", "ffn_down"});
 }
 
 TEST_CASE("TP: tiny Gemma 3 (one KV head, replicated) split over the ranks") {
@@ -241,6 +286,10 @@ TEST_CASE("TP: the default model (Gemma 3 270M Q4_K_M) split over the ranks") {
   case_params c{
       {{2, 818, 5279, 529, 7001, 563}, {2, 818, 5279, 529, 7001, 563, 506, 5279, 529}}, 8, 1.5f};
   check_split<tf::families::gemma::gemma3>(tf::model::default_model_path().string(), c);
+  // Its one KV head stays whole on every rank; the tied head is counted once.
+  check_weight_share<tf::families::gemma::gemma3>(tf::model::default_model_path().string(),
+                                                  {"attn_q", "ffn_gate", "ffn_up"},
+                                                  {"attn_output", "ffn_down"});
 }
 
 int main(int argc, char** argv) {

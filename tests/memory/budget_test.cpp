@@ -264,19 +264,19 @@ TEST_CASE("the lines: parked from 0.25 GiB, then the start-up line") {
 }
 
 TEST_CASE("over ranks, rank 0 sizes by the smallest room and logs its own parked share") {
-  const std::vector<pool_reading> ranks{host_reading(128 * gib, 96 * gib, gib),
-                                        host_reading(128 * gib, 60 * gib, 0),
-                                        host_reading(128 * gib, 90 * gib, 0)};
+  const std::vector<rank_report> ranks{{host_reading(128 * gib, 96 * gib, gib), 10 * gib},
+                                       {host_reading(128 * gib, 60 * gib, 0), 10 * gib},
+                                       {host_reading(128 * gib, 90 * gib, 0), 10 * gib}};
   const auto o = options(10 * gib, 8192, std::nullopt);
-  const auto b = compute_budget(ranks, o);
+  const auto b = compute_budget(ranks, o, gib);
   CHECK(b.smallest_rank == 1);
   CHECK(b.left_bytes == 60 * gib - 128 * gib / 10 - 10 * gib);
   CHECK(b.parked_bytes == gib);
   REQUIRE(b.lines.size() == 2);
   CHECK(b.lines[0] == *parked_line(gib));
   CHECK_THAT(b.lines[1], Contains("rank 1's room is the smallest (60.0 GiB)"));
-  const std::vector<pool_reading> own{ranks[1], ranks[0]};
-  const auto b0 = compute_budget(own, o);
+  const std::vector<rank_report> own{ranks[1], ranks[0]};
+  const auto b0 = compute_budget(own, o, 0);
   CHECK(b0.smallest_rank == 0);
   CHECK(b0.lines.size() == 1);
   CHECK_THAT(b0.lines[0], !Contains("smallest"));
@@ -307,4 +307,52 @@ TEST_CASE("start_budget reads once; a discrete start never reads zoneinfo") {
   CHECK(d.parked_bytes == 0);
   CHECK(d.left_bytes == 100 * gib - 141 * gib / 32 - 10 * gib);
   CHECK_THAT(d.lines.back(), Contains("GPU (device memory): "));
+}
+
+TEST_CASE("over ranks, the rank with the least room after its own weights sizes the start") {
+  auto report = [](std::uint64_t total, std::uint64_t pool, std::uint64_t weights) {
+    pool_reading r;
+    r.total_bytes = total;
+    r.available_bytes = r.pool_bytes = pool;
+    return rank_report{r, weights};
+  };
+  const auto o = options(0, 8192, std::nullopt);
+  auto alone = [&](rank_report const& r) {
+    auto one = o;
+    one.model_bytes = r.model_bytes;
+    return compute_budget(r.room, one);
+  };
+  SECTION("the smallest machine, equal shares") {
+    const std::vector<rank_report> ranks{
+        report(128 * gib, 100 * gib, 10 * gib), report(128 * gib, 90 * gib, 10 * gib),
+        report(128 * gib, 95 * gib, 10 * gib), report(128 * gib, 90 * gib, 10 * gib)};
+    const auto b = compute_budget(ranks, o, 0);
+    CHECK(b.smallest_rank == 1);
+    CHECK(b.streams == alone(ranks[1]).streams);
+    CHECK(b.model_bytes == 10 * gib);
+    CHECK_THAT(b.lines.back(), Contains("rank 1's room is the smallest (90.0 GiB)"));
+  }
+  SECTION("a larger machine holding more weights has less room left") {
+    const std::vector<rank_report> ranks{report(128 * gib, 80 * gib, 10 * gib),
+                                         report(128 * gib, 90 * gib, 30 * gib)};
+    const auto b = compute_budget(ranks, o, 0);
+    CHECK(b.smallest_rank == 1);
+    CHECK(b.model_bytes == 30 * gib);
+    CHECK(b.left_bytes == alone(ranks[1]).left_bytes);
+  }
+  SECTION("ties go to the lowest rank, a reserve follows each rank's own memory") {
+    // 64 GiB keeps a 6.4 GiB reserve, 40 GiB the 4 GiB floor: the same room left on both.
+    const auto usable = 40 * gib - default_reserve_bytes(memory_kind::host, 64 * gib);
+    const auto pool1 = usable + default_reserve_bytes(memory_kind::host, 40 * gib);
+    std::vector<rank_report> ranks{report(64 * gib, 40 * gib, 0), report(40 * gib, pool1, 0)};
+    CHECK(compute_budget(ranks, o, 0).smallest_rank == 0);
+    ranks[1].room.pool_bytes -= 1;
+    CHECK(compute_budget(ranks, o, 0).smallest_rank == 1);
+  }
+  SECTION("a rank whose share does not fit refuses the start, naming the shortfall") {
+    const std::vector<rank_report> ranks{report(128 * gib, 100 * gib, 10 * gib),
+                                         report(128 * gib, 20 * gib, 10 * gib)};
+    CHECK_THROWS_WITH(compute_budget(ranks, o, 0), Contains("the model does not fit"));
+  }
+  CHECK_THROWS_AS(compute_budget(std::span<const rank_report>{}, o, 0), tf::error);
 }

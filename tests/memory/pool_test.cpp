@@ -108,23 +108,6 @@ TEST_CASE("a discrete card uses its own reading and never reads zoneinfo") {
   CHECK_THROWS_AS(read_pool(memory_kind::discrete, must_not_read, nullptr, page), tf::error);
 }
 
-TEST_CASE("rank 0 takes the smallest room the ranks report") {
-  auto room = [](std::uint64_t pool) {
-    pool_reading r;
-    r.total_bytes = 128 * gib;
-    r.pool_bytes = pool;
-    return r;
-  };
-  const std::vector<pool_reading> ranks{room(100 * gib), room(90 * gib), room(95 * gib),
-                                        room(90 * gib)};
-  const auto s = smallest_room(ranks);
-  CHECK(s.rank == 1);
-  CHECK(s.reading.pool_bytes == 90 * gib);
-  const std::vector<pool_reading> own{room(80 * gib), room(90 * gib)};
-  CHECK(smallest_room(own).rank == 0);
-  CHECK_THROWS_AS(smallest_room(std::span<const pool_reading>{}), tf::error);
-}
-
 TEST_CASE("the parked line starts at 0.25 GiB") {
   const auto at = [](double g) { return static_cast<std::uint64_t>(g * static_cast<double>(gib)); };
   CHECK_FALSE(parked_line(at(0.24)));

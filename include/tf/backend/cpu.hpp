@@ -25,6 +25,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -73,18 +74,38 @@ class cpu {
   dist::tensor_parallel const& ranks() const { return ranks_; }
 
   // Binding: host weights become the backend's (on the CPU they stay where the file has them).
-  matrix upload(host_matrix m) const { return m; }
+  matrix upload(host_matrix m) const {
+    tally(m, false);
+    return m;
+  }
   /// A matrix in `bytes` (a rank's slice the binder copied): kept as long as the backend.
   matrix upload_owned(std::vector<std::byte> bytes, host_matrix m) {
     m.data = owned_.emplace_back(std::move(bytes)).data();
+    tally(m, true);
     return m;
   }
-  vector upload(std::vector<float> v) const { return v; }
+  vector upload(std::vector<float> v) const {
+    auto const bytes = v.size() * sizeof(float);
+    bound_.bytes += bytes;
+    bound_.copied_bytes += bytes;
+    return v;
+  }
   /// The embedding or head: regrouped for the one-row matvec where cpu_parts::in_rows8 can.
   template <class File>
   matrix upload_head(File const& file, model::tensor_view const& t, host_matrix m) const {
-    return cpu_parts::in_rows8(file, t, m);
+    auto out = cpu_parts::in_rows8(file, t, m);
+    tally(out, false);
+    return out;
   }
+
+  /// The weights bound to this backend: the bytes of every distinct matrix and vector, and of
+  /// those the bytes copied at the bind (in memory from then on; a view of a mapped file is read
+  /// on first use). Under tensor parallelism, this rank's share.
+  struct bound_weights {
+    std::uint64_t bytes = 0;
+    std::uint64_t copied_bytes = 0;
+  };
+  bound_weights weights_bound() const { return bound_; }
   kv_store make_kv_store(kv_shape shape, kv_layout layout) const { return {shape, layout}; }
   state_store make_state_store(std::int32_t slots, state_layout layout) const {
     return {slots, layout};
@@ -503,8 +524,18 @@ class cpu {
     }
   }
 
+  void tally(matrix const& m, bool copied) const {
+    if (m.data == nullptr || !tallied_.insert(m.data).second) return;
+    auto const bytes = static_cast<std::uint64_t>(m.rows) * m.row_bytes;
+    bound_.bytes += bytes;
+    if (copied) bound_.copied_bytes += bytes;
+  }
+
   std::unique_ptr<kernels::cpu::thread_pool> pool_;
   dist::tensor_parallel ranks_;
+  // Counted as weights bind (uploads are const: binding does not change how the backend runs).
+  mutable bound_weights bound_;
+  mutable std::unordered_set<std::byte const*> tallied_;  // a tied head binds its embedding again
   std::vector<std::vector<std::byte>> owned_;  // moving a vector keeps its bytes where they are
   step step_;
   std::vector<float> head_in_;

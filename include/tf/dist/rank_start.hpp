@@ -124,26 +124,36 @@ inline memory::pool_reading reported_room(memory::pool_reading r, memory::budget
   return r;
 }
 
-/// The budget over the ranks: every rank gathers each rank's reported room and sizes the start
-/// from the smallest (the same on every rank; only rank 0's admits). Its lines end with
-/// "rank N's room is the smallest (X GiB)" when that room is not rank 0's. Throws tf::error as
-/// memory::compute_budget does, on every rank alike.
+namespace detail {
+
+/// Every rank's report: its room (reported_room) and the weights it holds (`o.model_bytes`).
+template <communicator C>
+std::vector<memory::rank_report> gather_rooms(C& c, memory::pool_reading mine,
+                                              memory::budget_options const& o) {
+  memory::rank_report const reported{reported_room(mine, o), o.model_bytes};
+  std::vector<memory::rank_report> all(static_cast<std::size_t>(c.size()));
+  c.all_gather(std::as_bytes(std::span(&reported, 1)), std::as_writable_bytes(std::span(all)));
+  return all;
+}
+
+}  // namespace detail
+
+/// The budget over the ranks: every rank gathers each rank's room and weights (`o.model_bytes`
+/// is this rank's) and sizes the start from the rank with the least room after its weights (the
+/// same on every rank; only rank 0's admits). Its lines end with "rank N's room is the smallest
+/// (X GiB)" when that rank is not rank 0. Throws tf::error as memory::compute_budget does, on
+/// every rank alike.
 template <communicator C>
 memory::budget budget_over_ranks(C& c, memory::pool_reading mine, memory::budget_options const& o) {
-  auto const reported = reported_room(mine, o);
-  std::vector<memory::pool_reading> all(static_cast<std::size_t>(c.size()));
-  c.all_gather(std::as_bytes(std::span(&reported, 1)), std::as_writable_bytes(std::span(all)));
-  all[0].parked_bytes = mine.parked_bytes;  // each rank's process logs the parked share it counted
-  return memory::compute_budget(std::span<memory::pool_reading const>(all), o);
+  auto const all = detail::gather_rooms(c, mine, o);
+  return memory::compute_budget(std::span<memory::rank_report const>(all), o, mine.parked_bytes);
 }
 
 /// A rank that does not size the start (a rank > 0 of a served model, which takes rank 0's
-/// sizes) adds its room to budget_over_ranks' gather; pairs with rank 0's budget_over_ranks.
+/// sizes) adds its room and its weights (`o.model_bytes`) to budget_over_ranks' gather.
 template <communicator C>
 void report_room(C& c, memory::pool_reading mine, memory::budget_options const& o) {
-  auto const reported = reported_room(mine, o);
-  std::vector<memory::pool_reading> all(static_cast<std::size_t>(c.size()));
-  c.all_gather(std::as_bytes(std::span(&reported, 1)), std::as_writable_bytes(std::span(all)));
+  detail::gather_rooms(c, mine, o);
 }
 
 }  // namespace tf::dist

@@ -127,6 +127,15 @@ inline std::string streams_phrase(std::uint64_t n) {
   return fmt::format("{} stream{}", n, n == 1 ? "" : "s");
 }
 
+/// What tf may use of `reading`: the pool after the reserve, at most the cap (the cap bounds what
+/// tf itself uses, so it applies after the reserve is kept back).
+inline std::uint64_t usable_bytes(const pool_reading& reading, const budget_options& o) {
+  const auto reserve =
+      o.reserve_bytes ? *o.reserve_bytes : default_reserve_bytes(reading.kind, reading.total_bytes);
+  const auto after_reserve = reading.pool_bytes > reserve ? reading.pool_bytes - reserve : 0;
+  return o.cap_bytes ? std::min(*o.cap_bytes, after_reserve) : after_reserve;
+}
+
 /// Sizes a start from the room `reading`; `own_parked` is the parked share this process counted.
 inline budget size_start(const pool_reading& reading, const budget_options& o,
                          std::size_t smallest_rank, std::uint64_t own_parked) {
@@ -148,11 +157,10 @@ inline budget size_start(const pool_reading& reading, const budget_options& o,
       o.reserve_bytes ? *o.reserve_bytes : default_reserve_bytes(reading.kind, reading.total_bytes);
   const auto label = o.device_label.empty() ? detail::default_label(reading.kind) : o.device_label;
 
-  // The cap bounds what tf itself uses, so it applies after the reserve is kept back.
   const auto after_reserve =
       reading.pool_bytes > b.reserve_bytes ? reading.pool_bytes - b.reserve_bytes : 0;
   const bool capped = o.cap_bytes && *o.cap_bytes < after_reserve;
-  const auto usable = capped ? *o.cap_bytes : after_reserve;
+  const auto usable = usable_bytes(reading, o);
   b.pool_bytes = capped ? *o.cap_bytes + b.reserve_bytes : reading.pool_bytes;
   const auto cap_clause =
       capped ? fmt::format(" and a {:.1f} GiB cap", to_gib(*o.cap_bytes)) : std::string{};
@@ -244,11 +252,26 @@ inline budget compute_budget(const pool_reading& reading, const budget_options& 
   return detail::size_start(reading, o, 0, reading.parked_bytes);
 }
 
-/// Sizes a start over hosts: rank 0 takes the smallest room the ranks report (rank 0 first); the
-/// parked line and parked_bytes are rank 0's own, as each rank's process logs its own.
-inline budget compute_budget(std::span<const pool_reading> ranks, const budget_options& o) {
-  const auto room = smallest_room(ranks);
-  return detail::size_start(room.reading, o, room.rank, ranks[0].parked_bytes);
+/// Sizes a start over ranks (reports indexed by rank, rank 0 first) from the rank with the least
+/// room left after its own weights (the lowest rank on ties): every rank then has room for the
+/// streams and pages sized. `own_parked` is the parked share this process counted (each rank's
+/// process logs its own).
+inline budget compute_budget(std::span<const rank_report> ranks, budget_options o,
+                             std::uint64_t own_parked) {
+  if (ranks.empty())
+    throw tf::error("memory budget: no rank reported a room (expected at least rank 0)");
+  // Each rank's own cap is in its reported room already (rank 0's cap applies once sized).
+  auto uncapped = o;
+  uncapped.cap_bytes.reset();
+  auto left = [&](const rank_report& r) {
+    return static_cast<std::int64_t>(detail::usable_bytes(r.room, uncapped)) -
+           static_cast<std::int64_t>(r.model_bytes);
+  };
+  std::size_t least = 0;
+  for (std::size_t i = 1; i < ranks.size(); ++i)
+    if (left(ranks[i]) < left(ranks[least])) least = i;
+  o.model_bytes = ranks[least].model_bytes;
+  return detail::size_start(ranks[least].room, o, least, own_parked);
 }
 
 /// Reads the pool once and sizes the start from that reading.

@@ -136,21 +136,12 @@ inline pool_reading read_pool(memory_kind kind, const proc_reader& proc,
   return read_proc_pool(proc, page_size, kind);
 }
 
-/// The room rank 0 admits by: the smallest of the ranks' readings, and whose it is.
-struct rank_room {
-  std::size_t rank = 0;
-  pool_reading reading;
+/// What a rank reports to a start over ranks: its room and the bytes of weights it holds there
+/// (its share of a split model), which differ by rank where a rank holds more (rank 0's drafts).
+struct rank_report {
+  pool_reading room;
+  std::uint64_t model_bytes = 0;
 };
-
-/// Rank 0 takes the smallest room the ranks report (readings indexed by rank, rank 0 first).
-inline rank_room smallest_room(std::span<const pool_reading> ranks) {
-  if (ranks.empty())
-    throw tf::error("smallest_room: no rank reported a room (expected at least rank 0)");
-  rank_room r{0, ranks[0]};
-  for (std::size_t i = 1; i < ranks.size(); ++i)
-    if (ranks[i].pool_bytes < r.reading.pool_bytes) r = {i, ranks[i]};
-  return r;
-}
 
 /// From this many parked bytes the budget logs what it counted.
 inline constexpr std::uint64_t parked_line_threshold = gib / 4;

@@ -4,6 +4,7 @@
 #include <tf/model/gguf.hpp>
 #include <tf/model/safetensors.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <string_view>
 #include <variant>
@@ -45,5 +46,14 @@ class model_file {
 
   std::variant<gguf_file, hf_model> file_;
 };
+
+/// The bytes a model takes read into memory: the GGUF file, or a folder's .safetensors files.
+inline std::uint64_t file_bytes(const std::filesystem::path& path) {
+  if (!std::filesystem::is_directory(path)) return std::filesystem::file_size(path);
+  std::uint64_t n = 0;
+  for (auto const& e : std::filesystem::directory_iterator(path))
+    if (e.is_regular_file() && e.path().extension() == ".safetensors") n += e.file_size();
+  return n;
+}
 
 }  // namespace tf::model

@@ -10,6 +10,7 @@
 #include <tf/dist/rank_start.hpp>
 #include <tf/dist/tensor_parallel.hpp>
 #include <tf/engine/open.hpp>
+#include <tf/error.hpp>
 #include <tf/model/model_file.hpp>
 #include <tf/serve/open_served.hpp>
 #include <tf/serve/rank_replay.hpp>
@@ -64,6 +65,67 @@ typename B::options split_options(open_options const& o, C& comm) {
   return bo;
 }
 
+/// A rank's shard bound before the budget, on a one-page pool, and what it costs.
+template <class E>
+struct bound_shard {
+  std::unique_ptr<E> engine;
+  model_costs costs;
+};
+
+/// Binds this rank's shard of the mapped `file` (views of its rows, copies of its column slices)
+/// on a one-page KV pool, so that the budget counts the weights this rank holds, not the file's.
+/// Read into memory (`o.load`), a rank holds the whole file beside its copies.
+template <class F, class B, class C>
+bound_shard<file_engine<F, B>> bind_shard(C& comm, std::unique_ptr<model::model_file> file,
+                                          std::filesystem::path const& path,
+                                          open_options const& o) {
+  using E = file_engine<F, B>;
+  model_costs costs{F::name, E::kv_bytes_per_token(*file, o.kv, dist::tensor_parallel::over(comm)),
+                    E::state_bytes_per_stream(*file), std::nullopt, 0};
+  kv_shape const one_page{1, o.page_tokens, o.kv, E::has_state ? 1 : 0};
+  auto e = dist::on_every_rank(comm, "load its shard of the model", [&] {
+    return std::make_unique<E>(std::move(file), one_page, split_options<B>(o, comm));
+  });
+  auto const w = e->backend().weights_bound();
+  costs.weight_bytes =
+      o.load == model::load_mode::read ? model::file_bytes(path) + w.copied_bytes : w.bytes;
+  costs.weight_bytes_held = w.copied_bytes;
+  return {std::move(e), costs};
+}
+
+/// Rank 0's `size(costs)`; when it throws (the model does not fit), the others learn it from an
+/// empty pool before rank 0 rethrows, instead of waiting for the pool until the deadline.
+template <class C>
+pool_size size_or_tell(C& comm, std::function<pool_size(model_costs const&)> const& size,
+                       model_costs const& costs) {
+  try {
+    return size(costs);
+  } catch (...) {
+    rank_pool none;
+    comm.broadcast(std::as_writable_bytes(std::span(&none, 1)), 0);
+    throw;
+  }
+}
+
+/// The bound shard with rank 0's pool: its KV reshaped, or, read into memory, loaded again from
+/// the file read whole (its views then point into the read copy).
+template <class F, class B, class C>
+std::unique_ptr<file_engine<F, B>> size_shard(C& comm, std::unique_ptr<file_engine<F, B>> e,
+                                              std::filesystem::path const& path,
+                                              open_options const& o, rank_pool const& pool) {
+  kv_shape const kv{static_cast<std::int32_t>(pool.pages), o.page_tokens, o.kv,
+                    static_cast<std::int32_t>(pool.state_slots)};
+  if (o.load != model::load_mode::read) {
+    e->reshape_kv(kv);
+    return e;
+  }
+  e.reset();
+  return dist::on_every_rank(comm, "load its shard of the model", [&] {
+    auto file = std::make_unique<model::model_file>(model::model_file::open(path, o.load));
+    return std::make_unique<file_engine<F, B>>(std::move(file), kv, split_options<B>(o, comm));
+  });
+}
+
 }  // namespace detail
 
 /// Rank 0: as open_served, with the weights split over `comm`'s ranks. `size` sizes the start
@@ -86,26 +148,21 @@ served_over_ranks open_served_over_ranks(C& comm, std::filesystem::path const& p
     using E = file_engine<F, B>;
     using L = rank_leader<E, C>;
     dist::agree_on_model(comm, dist::model_identity::of(*file, path, F::name));
-    auto const granted =
-        size({F::name, E::kv_bytes_per_token(*file, o.kv, dist::tensor_parallel::over(comm)),
-              E::state_bytes_per_stream(*file)});
-    host.parallel = granted.parallel;
     auto codec =
         tokenizer::load_codec(*file, path, path.filename().string(), builtin_chat_template<F>());
     if (!chat_template.empty())
       codec = tokenizer::text_codec(codec.tokens(), codec.model_id(), chat_template);
+    detail::set_deadline(comm, deadlines.load);
+    auto bound = detail::bind_shard<F, B>(comm, std::move(file), path, o);
+    detail::set_deadline(comm, deadlines.start);
+    auto const granted = detail::size_or_tell(comm, size, bound.costs);
+    host.parallel = granted.parallel;
     std::int32_t const slots =
         E::has_state ? static_cast<std::int32_t>((drafts.source ? 3 : 2) * granted.parallel) : 0;
     detail::rank_pool pool{granted.parallel, granted.pages, static_cast<std::uint64_t>(slots),
                            host.max_queue};
     comm.broadcast(std::as_writable_bytes(std::span(&pool, 1)), 0);
-    kv_shape const kv{static_cast<std::int32_t>(granted.pages), o.page_tokens, o.kv, slots};
-    detail::set_deadline(comm, deadlines.load);
-    auto e = dist::on_every_rank(comm, "load its shard of the model", [&] {
-      if (o.load == model::load_mode::read)
-        file = std::make_unique<model::model_file>(model::model_file::open(path, o.load));
-      return std::make_unique<E>(std::move(file), kv, detail::split_options<B>(o, comm));
-    });
+    auto e = detail::size_shard<F, B>(comm, std::move(bound.engine), path, o, pool);
     std::int64_t admission_slots = lane_host<E, F>::admission_slots(*e, host, drafts);
     comm.broadcast(std::as_writable_bytes(std::span(&admission_slots, 1)), 0);
     detail::set_deadline(comm, deadlines.serving);
@@ -138,20 +195,18 @@ std::vector<kv::census> follow_over_ranks(C& comm, std::filesystem::path const& 
   std::vector<kv::census> out;
   with_family<Registry, B>(*file, [&](auto family_type) {
     using F = typename decltype(family_type)::type;
-    using E = file_engine<F, B>;
     dist::agree_on_model(comm, dist::model_identity::of(*file, path, F::name));
-    room({F::name, E::kv_bytes_per_token(*file, o.kv, dist::tensor_parallel::over(comm)),
-          E::state_bytes_per_stream(*file)});
+    detail::set_deadline(comm, deadlines.load);
+    auto bound = detail::bind_shard<F, B>(comm, std::move(file), path, o);
+    detail::set_deadline(comm, deadlines.start);
+    room(bound.costs);
     detail::rank_pool pool;
     comm.broadcast(std::as_writable_bytes(std::span(&pool, 1)), 0);
-    kv_shape const kv{static_cast<std::int32_t>(pool.pages), o.page_tokens, o.kv,
-                      static_cast<std::int32_t>(pool.state_slots)};
-    detail::set_deadline(comm, deadlines.load);
-    auto engine = dist::on_every_rank(comm, "load its shard of the model", [&] {
-      if (o.load == model::load_mode::read)
-        file = std::make_unique<model::model_file>(model::model_file::open(path, o.load));
-      return std::make_unique<E>(std::move(file), kv, detail::split_options<B>(o, comm));
-    });
+    if (pool.parallel == 0)
+      throw error(
+          "tf: rank 0 could not size the start (its own message says why); rank {} stops too",
+          comm.rank());
+    auto engine = detail::size_shard<F, B>(comm, std::move(bound.engine), path, o, pool);
     auto& e = *engine;
     lane_config lc;
     lc.max_running = static_cast<std::size_t>(pool.parallel);

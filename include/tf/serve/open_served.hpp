@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -26,6 +27,12 @@ struct model_costs {
   std::string_view family;
   std::uint64_t kv_bytes_per_token = 0;      // K and V of every attention layer
   std::uint64_t state_bytes_per_stream = 0;  // recurrent state (0 without recurrent layers)
+  /// The weights this process holds, where the start binds them before the budget (a rank's
+  /// share of a split model); nullopt: the model file's size.
+  std::optional<std::uint64_t> weight_bytes;
+  /// Of weight_bytes, what was in memory already when the budget reads the machine (the slices
+  /// the bind copied), which the reading no longer shows free.
+  std::uint64_t weight_bytes_held = 0;
 };
 
 /// What the caller's budget grants: streams at once and KV pages.
@@ -65,8 +72,8 @@ std::shared_ptr<served_model> open_served(std::filesystem::path const& path, ope
   with_family<Registry, B>(*file, [&](auto family_type) {
     using F = typename decltype(family_type)::type;
     using E = file_engine<F, B>;
-    auto const granted =
-        size({F::name, E::kv_bytes_per_token(*file, o.kv), E::state_bytes_per_stream(*file)});
+    auto const granted = size({F::name, E::kv_bytes_per_token(*file, o.kv),
+                               E::state_bytes_per_stream(*file), std::nullopt, 0});
     host.parallel = granted.parallel;
     auto codec =
         tokenizer::load_codec(*file, path, path.filename().string(), builtin_chat_template<F>());
