@@ -754,20 +754,6 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   detail::tiled_kernel tk = p.b >= 8 && !corrected_act && !few_0
                                 ? detail::tiled_kernel_for(p.w_type, path)
                                 : detail::tiled_kernel{};
-  // few_0's activation scales as f32, in groups of at most eight rows: [nb][8] per group, row r
-  // of the group in lane r.
-  const std::int64_t few_groups = (p.b + 7) / 8, few_per = (p.b + few_groups - 1) / few_groups;
-  thread_local std::vector<float> scales;
-  if (few_0) {
-    scales.assign(static_cast<std::size_t>(few_groups * dot_n * 8), 0.0f);
-    for (std::int64_t r = 0; r < p.b; ++r) {
-      const auto* xb = reinterpret_cast<const block_q8_0*>(xq + r * arb);
-      float* d = scales.data() + (r / few_per) * dot_n * 8 + r % few_per;
-      for (std::int64_t i = 0; i < dot_n; ++i) d[8 * i] = fp16_to_fp32(xb[i].d);
-    }
-  }
-  // By pointer: the pool's threads have thread_locals of their own.
-  const float* few_scales = scales.data();
   if (p.b < tk.width) tk = {};
   // A few activation rows against Q4_K on AVX2: eight weight rows at a time in the lanes.
   const bool few_q4_k =
@@ -784,6 +770,27 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
     });
     tiles = to;
   }
+  // Rows [few_first, b) take avx2::matmat0: all of them on the few-row path, or the _0 tiles'
+  // leftover rows (fewer than eight).
+  const std::int64_t few_first = few_0 ? 0
+                                 : tk.dot && path == isa::avx2 && detail::is_0_type(p.w_type)
+                                     ? tiled_groups * tw
+                                     : p.b;
+  // Their activation scales as f32, in groups of at most eight rows: [nb][8] per group, row r
+  // of the group in lane r.
+  const std::int64_t few_n = p.b - few_first, few_groups = (few_n + 7) / 8;
+  const std::int64_t few_per = few_groups ? (few_n + few_groups - 1) / few_groups : 0;
+  thread_local std::vector<float> scales;
+  if (few_n > 0) {
+    scales.assign(static_cast<std::size_t>(few_groups * dot_n * 8), 0.0f);
+    for (std::int64_t r = 0; r < few_n; ++r) {
+      const auto* xb = reinterpret_cast<const block_q8_0*>(xq + (few_first + r) * arb);
+      float* d = scales.data() + (r / few_per) * dot_n * 8 + r % few_per;
+      for (std::int64_t i = 0; i < dot_n; ++i) d[8 * i] = fp16_to_fp32(xb[i].d);
+    }
+  }
+  // By pointer: the pool's threads have thread_locals of their own.
+  const float* few_scales = scales.data();
 #endif
   // Activation rows in groups small enough to stay in L1 while every weight row of the chunk is
   // dotted with them; the weights then stream from L2 once per group.
@@ -816,7 +823,11 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
             for (std::int64_t row = s0; row < s1; ++row)
               p.y[(g * tw + r) * p.n + row] = out16[row - s0][r];
         }
-        if (rest < p.b)
+        if (few_first < p.b)  // the rows just decoded are still in cache: no prefetch
+          detail::matmat0_rows(p.w_type, wr + (s0 - begin) * wrb, wrb, s1 - s0,
+                               reinterpret_cast<const block_q8_0* const*>(xr) + few_first,
+                               few_scales, few_n, dot_n, p.y + few_first * p.n + s0, p.n, 0);
+        else if (rest < p.b)
           for (std::int64_t row = s0; row < s1; ++row) {
             dot(wr + (row - begin) * wrb, xr + rest, dot_n, p.b - rest, out);
             for (std::int64_t r = rest; r < p.b; ++r) p.y[r * p.n + row] = out[r - rest];

@@ -264,7 +264,8 @@ float dot0_reference(tensor_type t, const std::uint8_t* w, const cpu::block_q8_0
 TEST_CASE("a few activation rows of a _0 matrix give each row's dot bits", "[matmul]") {
   // A verify round runs one stream's k + 1 positions (2-9 rows) together; on AVX2 up to 15
   // rows take the streamed few-row kernel (groups of at most eight past 8 rows, each against
-  // runs of weight rows held in L1), from 16 the eight-row tiles. Every output must be the one-
+  // runs of weight rows held in L1), from 16 the eight-row tiles with the same kernel for the
+  // rows left over (17, 23). Every output must be the one-
   // row dot's, written out above: k = 224 and 288 leave blocks after the kernel's whole 64-byte
   // steps, n = 157 rows cross several L1 runs and prefetched and unprefetched rows in every
   // chunk of 1, 2 and 3 threads.
@@ -279,7 +280,7 @@ TEST_CASE("a few activation rows of a _0 matrix give each row's dot bits", "[mat
       const std::int64_t wrb = static_cast<std::int64_t>(tf::model::row_bytes(t, k));
       std::mt19937 gen(static_cast<unsigned>(t) * 7 + static_cast<unsigned>(k));
       const auto w = random_weights(t, n, k, gen);
-      const std::int64_t most = 17;
+      const std::int64_t most = 23;
       const auto x = random_x(most, k, gen);
       std::vector<cpu::block_q8_0> xq(static_cast<std::size_t>(most * nb));
       cpu::quantize_activations(t, x.data(), most, k, reinterpret_cast<std::uint8_t*>(xq.data()),
@@ -295,7 +296,7 @@ TEST_CASE("a few activation rows of a _0 matrix give each row's dot bits", "[mat
             // Workers kept awake (they spin a while after a call), so they take their own chunks
             // instead of leaving them to the caller as a fresh pool's do.
             cpu::thread_pool pool(threads);
-            for (std::int64_t b : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16, 17}) {
+            for (std::int64_t b : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16, 17, 23}) {
               INFO("b=" << b << " threads=" << threads);
               pool.parallel_for(threads, [](std::int64_t, std::int64_t) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(2));
