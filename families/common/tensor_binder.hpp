@@ -147,6 +147,22 @@ struct tensor_binder {
   auto head_of(T const* t, std::int64_t rows, std::int64_t cols) const {
     return be.upload_head(file, *t, host_of(t, rows, cols));
   }
+  /// The head `whole` (the output tensor, or the embedding when tied), split over the ranks by
+  /// vocabulary rows where the backend can (each rank's logits are then gathered), else whole.
+  template <class M>
+  M vocab_split(M const& whole) const {
+    if constexpr (requires { be.vocab_slice(whole); })
+      if (auto part = be.vocab_slice(whole)) return *part;
+    return whole;
+  }
+  /// The head tensor `t` [rows, cols], split by vocabulary as vocab_split splits a bound head,
+  /// without binding the other ranks' rows.
+  template <class T>
+  auto vocab_head(T const* t, std::int64_t rows, std::int64_t cols) const {
+    if constexpr (requires { be.vocab_slice(host_of(t, rows, cols)); })
+      if (auto part = be.vocab_slice(host_of(t, rows, cols))) return *part;
+    return head_of(t, rows, cols);
+  }
   auto head(model::tensor_role role, std::int64_t rows, std::int64_t cols) const {
     return head_of(find(role, 0, false), rows, cols);
   }

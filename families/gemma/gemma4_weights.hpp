@@ -171,7 +171,8 @@ gemma4_weights<B> bind_gemma4_weights(File const& file, gemma4_hparams const& hp
   auto const& mine = w.hp;  // this rank's heads and widths
   w.embd = b.head(tensor_role::token_embd, hp.vocab_size, h);
   auto const* out = b.find(tensor_role::output, 0, true);
-  w.output = out ? b.head_of(out, hp.vocab_size, h) : w.embd;  // tied: the embedding
+  // Tied: the embedding (whole for the lookups; the head may take a rank's rows of it).
+  w.output = out ? b.vocab_head(out, hp.vocab_size, h) : b.vocab_split(w.embd);
   w.output_norm = b.norm(tensor_role::output_norm, 0, h);
   auto named = [&](gemma4_name n, int layer) {
     auto const name = model::expand(style == name_style::gguf ? n.gguf : n.hf, layer);

@@ -73,7 +73,8 @@ glm4_moe_weights<B> bind_moe_weights(File const& file, glm4_moe_hparams const& h
   std::int64_t const q_out = hd * w.hp.num_heads, kv_out = hd * w.hp.num_kv_heads;
   w.embd = b.head(tensor_role::token_embd, hp.vocab_size, h);
   auto const* out = b.find(tensor_role::output, 0, true);
-  w.output = out ? b.head_of(out, hp.vocab_size, h) : w.embd;  // tied: the embedding
+  // Tied: the embedding (whole for the lookups; the head may take a rank's rows of it).
+  w.output = out ? b.vocab_head(out, hp.vocab_size, h) : b.vocab_split(w.embd);
   w.output_norm = b.vec(tensor_role::output_norm, 0, h);
   for (int i = 0; i < hp.num_layers; ++i) {
     auto& l = w.layers.emplace_back();

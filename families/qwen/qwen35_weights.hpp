@@ -201,7 +201,8 @@ qwen35_weights<B> bind_hybrid_weights(File const& file, qwen35_hparams const& hp
   if (!head && !hp.tie_word_embeddings)
     throw error("tf: {} model lacks the tensor {} and its embeddings are not tied", family,
                 b.name_of(tensor_role::output, 0));
-  w.output = head && !hp.tie_word_embeddings ? b.head_of(head, hp.vocab_size, h) : w.embd;
+  w.output = head && !hp.tie_word_embeddings ? b.vocab_head(head, hp.vocab_size, h)
+                                             : b.vocab_split(w.embd);
   w.output_norm = b.norm(tensor_role::output_norm, 0, h, shift);
   for (int i = 0; i < hp.num_layers; ++i) {
     auto& l = w.layers.emplace_back();

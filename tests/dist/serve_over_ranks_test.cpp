@@ -357,9 +357,9 @@ TEST_CASE(
     "rank holds; too small a cap on rank 1 refuses it on both, named",
     "[dist][mpi][serve]") {
   if (!ready()) return;
-  // Tiny Qwen3 (F32): 945,920 bytes of file; a rank holds the embedding, head and norms whole and
-  // half of every q/k/v/o and MLP matrix (763,392 bytes), and one 256-token page of its KV heads
-  // (32 KiB). A cap of 880,000 bytes fits a rank's share, not the whole file.
+  // Tiny Qwen3 (F32): 945,920 bytes of file; a rank holds the embedding and norms whole and half
+  // of the head and of every q/k/v/o and MLP matrix (609,792 bytes), and one 256-token page of its
+  // KV heads (32 KiB). A cap of 880,000 bytes fits a rank's share, not the whole file.
   auto const file = std::string(TF_FIXTURES_DIR) + "/qwen/tiny/tiny-f32.gguf";
   auto const cap = fmt::format("{:.12f}", 880000.0 / (1 << 30));
   auto args = [&](std::vector<std::string> extra, std::string const& cap_gib) {

@@ -104,6 +104,11 @@ void check_split(std::string const& path, case_params const& c) {
   CHECK(o_split.cols * n == o_whole.cols);
   CHECK(o_split.partial_sum);
   CHECK_FALSE(o_whole.partial_sum);
+  // The head is split by vocabulary rows (every fixture's vocabulary divides over two ranks).
+  auto const& head = split.bound_weights().output;
+  CHECK(head.vocab == whole.vocab_size());
+  CHECK(head.rows * n == whole.vocab_size());
+  CHECK(whole.bound_weights().output.vocab == 0);
   // The start-up budget's KV bytes per position are what this rank's store holds (its share of
   // the KV heads), read from the file before anything binds.
   for (auto dt : {tf::kv_dtype::f16, tf::kv_dtype::f32}) {
@@ -168,9 +173,10 @@ void check_replicated(std::string const& dir) {
 }
 
 // The weights the budget counts (cpu::weights_bound) against a GGUF file's tensors: whole, every
-// tensor once (a tied head is its embedding's bytes); split, the replicated tensors whole and 1/n
-// of each split one. Copied at the bind: the norm vectors, and 1/n of each row-parallel weight
-// (a rank's input features, not one run of the file).
+// tensor once (a tied head is its embedding's bytes, and a rank's rows of it lie inside them);
+// split, the replicated tensors whole and 1/n of each split one (an untied head by vocabulary).
+// Copied at the bind: the norm vectors, and 1/n of each row-parallel weight (a rank's input
+// features, not one run of the file).
 template <class Family>
 void check_weight_share(std::string const& path, std::vector<std::string> const& column_parallel,
                         std::vector<std::string> const& row_parallel) {
@@ -181,7 +187,7 @@ void check_weight_share(std::string const& path, std::vector<std::string> const&
   auto const n = static_cast<std::uint64_t>(ranks().size());
   auto is = [](std::string const& name, std::vector<std::string> const& roles) {
     return std::any_of(roles.begin(), roles.end(), [&](auto const& r) {
-      return name.find("." + r + ".weight") != std::string::npos;
+      return name == r + ".weight" || name.find("." + r + ".weight") != std::string::npos;
     });
   };
   std::uint64_t all = 0, norms = 0, split_bytes = 0, rows = 0;
@@ -215,7 +221,7 @@ TEST_CASE("TP: tiny Qwen3 split over the ranks: F32 GGUF, safetensors and Q8_0")
   check_split<tf::families::qwen::qwen3>(dir + "/tiny-q8_0.gguf", oracle_case(dir, 1e-5f));
   for (auto const* name : {"/tiny-f32.gguf", "/tiny-q8_0.gguf"})
     check_weight_share<tf::families::qwen::qwen3>(
-        dir + name, {"attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up"},
+        dir + name, {"attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up", "output"},
         {"attn_output", "ffn_down"});
 }
 

@@ -23,9 +23,9 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -85,9 +85,7 @@ class cpu {
     return m;
   }
   vector upload(std::vector<float> v) const {
-    auto const bytes = v.size() * sizeof(float);
-    bound_.bytes += bytes;
-    bound_.copied_bytes += bytes;
+    copied_bytes_ += v.size() * sizeof(float);
     return v;
   }
   /// The embedding or head: regrouped for the one-row matvec where cpu_parts::in_rows8 can.
@@ -98,6 +96,23 @@ class cpu {
     return out;
   }
 
+  /// This rank's equal share of the rows of the head `whole`, whose logits every rank computes a
+  /// slice of and gathers (tensor parallelism over the vocabulary); nothing where the ranks do not
+  /// split, cannot gather, or the rows do not divide over them (eight-row groups in rows8).
+  std::optional<matrix> vocab_slice(matrix const& whole) const {
+    std::int64_t const rows = whole.rows / ranks_.size;
+    std::int64_t const group = whole.layout == kernels::cpu::weight_layout::rows8 ? 8 : 1;
+    if (!ranks_.split() || !ranks_.all_gather || whole.vocab > 0 || whole.rows % ranks_.size != 0 ||
+        rows % group != 0)
+      return std::nullopt;
+    matrix m = whole;
+    m.data += static_cast<std::uint64_t>(ranks_.rank * rows) * whole.row_bytes;
+    m.rows = rows;
+    m.vocab = whole.rows;
+    tally(m, false);
+    return m;
+  }
+
   /// The weights bound to this backend: the bytes of every distinct matrix and vector, and of
   /// those the bytes copied at the bind (in memory from then on; a view of a mapped file is read
   /// on first use). Under tensor parallelism, this rank's share.
@@ -105,7 +120,19 @@ class cpu {
     std::uint64_t bytes = 0;
     std::uint64_t copied_bytes = 0;
   };
-  bound_weights weights_bound() const { return bound_; }
+  bound_weights weights_bound() const {
+    // Views may overlap (a tied head is its embedding; a rank's head rows lie inside it).
+    auto v = views_;
+    std::sort(v.begin(), v.end());
+    std::uint64_t bytes = 0;
+    std::uintptr_t end = 0;
+    for (auto const& [first, last] : v) {
+      auto const from = std::max(first, end);
+      if (last > from) bytes += last - from;
+      end = std::max(end, last);
+    }
+    return {bytes + copied_bytes_, copied_bytes_};
+  }
   kv_store make_kv_store(kv_shape shape, kv_layout layout) const { return {shape, layout}; }
   state_store make_state_store(std::int32_t slots, state_layout layout) const {
     return {slots, layout};
@@ -283,14 +310,17 @@ class cpu {
     for (std::int64_t i = 0; i < m; ++i)
       cpu_parts::rmsnorm(row(x, out[static_cast<std::size_t>(i)]), norm.data(),
                          head_in_.data() + i * h, h, eps);
-    cpu_parts::matmul(*pool_, head, head_in_.data(), logits, m);
+    if (head.vocab > 0)
+      gathered_logits(head, m, logits);
+    else
+      cpu_parts::matmul(*pool_, head, head_in_.data(), logits, m);
     if (hidden_out_)
       per_row(x.rows, [&](std::int64_t t) {
         cpu_parts::rmsnorm(row(x, t), norm.data(), hidden_out_ + t * h, h, eps);
       });
     if (softcap > 0.0f) {
       constexpr std::int64_t chunk = 8192;
-      std::int64_t const total = m * head.rows;
+      std::int64_t const total = m * (head.vocab > 0 ? head.vocab : head.rows);
       pool_->parallel_for((total + chunk - 1) / chunk, [&](std::int64_t c0, std::int64_t c1) {
         std::int64_t const end = std::min(total, c1 * chunk);
         kernels::cpu::vec_math::softcap(logits + c0 * chunk, end - c0 * chunk, softcap);
@@ -524,22 +554,39 @@ class cpu {
     }
   }
 
+  // This rank's rows of a head split by vocabulary, then every rank's, into logits [m, vocab].
+  void gathered_logits(matrix const& head, std::int64_t m, float* logits) {
+    auto const mine = static_cast<std::size_t>(m * head.rows);
+    head_part_.resize(mine);
+    cpu_parts::matmul(*pool_, head, head_in_.data(), head_part_.data(), m);
+    head_all_.resize(mine * static_cast<std::size_t>(ranks_.size));
+    ranks_.all_gather(head_part_, head_all_);
+    for (int r = 0; r < ranks_.size; ++r)
+      for (std::int64_t i = 0; i < m; ++i)
+        std::copy_n(head_all_.data() + static_cast<std::size_t>(r) * mine + i * head.rows,
+                    head.rows, logits + i * head.vocab + r * head.rows);
+  }
+
   void tally(matrix const& m, bool copied) const {
-    if (m.data == nullptr || !tallied_.insert(m.data).second) return;
+    if (m.data == nullptr) return;
     auto const bytes = static_cast<std::uint64_t>(m.rows) * m.row_bytes;
-    bound_.bytes += bytes;
-    if (copied) bound_.copied_bytes += bytes;
+    if (copied)
+      copied_bytes_ += bytes;
+    else
+      views_.emplace_back(reinterpret_cast<std::uintptr_t>(m.data),
+                          reinterpret_cast<std::uintptr_t>(m.data) + bytes);
   }
 
   std::unique_ptr<kernels::cpu::thread_pool> pool_;
   dist::tensor_parallel ranks_;
   // Counted as weights bind (uploads are const: binding does not change how the backend runs).
-  mutable bound_weights bound_;
-  mutable std::unordered_set<std::byte const*> tallied_;  // a tied head binds its embedding again
+  mutable std::vector<std::pair<std::uintptr_t, std::uintptr_t>> views_;  // [first, last) bytes
+  mutable std::uint64_t copied_bytes_ = 0;
   std::vector<std::vector<std::byte>> owned_;  // moving a vector keeps its bytes where they are
   step step_;
   std::vector<float> head_in_;
-  float* hidden_out_ = nullptr;  // capture_hidden's target
+  std::vector<float> head_part_, head_all_;  // a vocabulary-split head's logits: this rank's, all
+  float* hidden_out_ = nullptr;              // capture_hidden's target
   cpu_parts::moe_scratch moe_;
   bool record_routes_ = false;
   std::vector<std::vector<std::int32_t>> routes_;

@@ -14,7 +14,7 @@ namespace tf::dist {
 
 /// What slice of a weight each rank holds.
 enum class shard_kind : unsigned char {
-  replicated,  // every rank holds all of it (norms, the embedding and the head)
+  replicated,  // every rank holds all of it (norms, the embedding)
   column,      // a slice of the output features: y's columns split, no sum needed
   row,         // a slice of the input features: each rank's y is a partial sum, all-reduced
 };
@@ -53,13 +53,17 @@ struct tensor_parallel {
   int size = 1;
   /// x[i] = the rank-order sum of every rank's x[i], the same bits on every rank.
   std::function<void(std::span<float>)> all_reduce_sum;
+  /// all holds every rank's `mine` in rank order (a head split by vocabulary gathers its logits);
+  /// empty: the head stays whole on every rank.
+  std::function<void(std::span<float const> mine, std::span<float> all)> all_gather;
 
   bool split() const { return size > 1; }
 
   /// The ranks of host communicator `c` (which must outlive the result).
   template <host_communicator C>
   static tensor_parallel over(C& c) {
-    return {c.rank(), c.size(), [&c](std::span<float> x) { c.all_reduce_sum(x); }};
+    return {c.rank(), c.size(), [&c](std::span<float> x) { c.all_reduce_sum(x); },
+            [&c](std::span<float const> mine, std::span<float> all) { c.all_gather(mine, all); }};
   }
 };
 

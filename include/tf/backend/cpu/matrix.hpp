@@ -32,6 +32,9 @@ struct matrix {
   /// A rank's share of the input features (a row-parallel weight): x w^T is a partial sum that the
   /// backend all-reduces over the ranks.
   bool partial_sum = false;
+  /// A rank's rows of a head split by vocabulary over `vocab` rows in all: the backend gathers
+  /// every rank's logits (0: the whole head).
+  std::int64_t vocab = 0;
 
   bool empty() const { return rows == 0; }
 
