@@ -368,6 +368,7 @@ TEST_CASE(
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   };
+  std::string mapped;
   {
     ranks_run one({TF_SERVE_BINARY, file, "--threads", "1", "--parallel", "1", "--context", "256",
                    "--cap-gib", cap, "--port", "0"});
@@ -389,7 +390,23 @@ TEST_CASE(
       CHECK(std::stoull(m[1]) < 880000);
       CHECK(std::stoull(m[2]) == fs::file_size(file));
     }
-    CHECK(!complete(run.port(), "The capital of France is").empty());
+    mapped = complete(run.port(), "The capital of France is");
+    CHECK(!mapped.empty());
+    stop_with_equal_censuses(run);
+  }
+  {
+    // Read into memory, a rank holds the whole file beside its copied slices, and binds its
+    // shard again from the read file after the budget: the same reply.
+    ranks_run run(
+        mpirun_args(args({"--port", "0", "--load", "read"}, "1"), args({"--load", "read"}, "1")));
+    REQUIRE(run.wait_ready(60s));
+    auto const log = run.log();
+    INFO(log);
+    std::smatch m;
+    REQUIRE(std::regex_search(log, m,
+                              std::regex(R"(tf: rank 0 holds [^\n]*\((\d+) of (\d+) bytes\))")));
+    CHECK(std::stoull(m[1]) > std::stoull(m[2]));
+    CHECK(complete(run.port(), "The capital of France is") == mapped);
     stop_with_equal_censuses(run);
   }
   // Rank 1's own cap below its share: rank 0's budget refuses, and rank 1 stops at once.
