@@ -127,13 +127,23 @@ inline std::string streams_phrase(std::uint64_t n) {
   return fmt::format("{} stream{}", n, n == 1 ? "" : "s");
 }
 
-/// What tf may use of `reading`: the pool after the reserve, at most the cap (the cap bounds what
+/// What tf may use of a reading: the pool after the reserve, at most the cap (the cap bounds what
 /// tf itself uses, so it applies after the reserve is kept back).
-inline std::uint64_t usable_bytes(const pool_reading& reading, const budget_options& o) {
-  const auto reserve =
+struct usable_room {
+  std::uint64_t reserve_bytes = 0;
+  std::uint64_t usable_bytes = 0;
+  bool capped = false;  // the cap, not the reserve, bounds usable_bytes
+};
+
+inline usable_room usable_of(const pool_reading& reading, const budget_options& o) {
+  usable_room u;
+  u.reserve_bytes =
       o.reserve_bytes ? *o.reserve_bytes : default_reserve_bytes(reading.kind, reading.total_bytes);
-  const auto after_reserve = reading.pool_bytes > reserve ? reading.pool_bytes - reserve : 0;
-  return o.cap_bytes ? std::min(*o.cap_bytes, after_reserve) : after_reserve;
+  const auto after_reserve =
+      reading.pool_bytes > u.reserve_bytes ? reading.pool_bytes - u.reserve_bytes : 0;
+  u.capped = o.cap_bytes && *o.cap_bytes < after_reserve;
+  u.usable_bytes = u.capped ? *o.cap_bytes : after_reserve;
+  return u;
 }
 
 /// Sizes a start from the room `reading`; `own_parked` is the parked share this process counted.
@@ -153,14 +163,12 @@ inline budget size_start(const pool_reading& reading, const budget_options& o,
   b.window_tokens = o.window_tokens;
   b.page_tokens = o.page_tokens;
   b.smallest_rank = smallest_rank;
-  b.reserve_bytes =
-      o.reserve_bytes ? *o.reserve_bytes : default_reserve_bytes(reading.kind, reading.total_bytes);
+  const auto room = usable_of(reading, o);
+  b.reserve_bytes = room.reserve_bytes;
   const auto label = o.device_label.empty() ? detail::default_label(reading.kind) : o.device_label;
 
-  const auto after_reserve =
-      reading.pool_bytes > b.reserve_bytes ? reading.pool_bytes - b.reserve_bytes : 0;
-  const bool capped = o.cap_bytes && *o.cap_bytes < after_reserve;
-  const auto usable = usable_bytes(reading, o);
+  const bool capped = room.capped;
+  const auto usable = room.usable_bytes;
   b.pool_bytes = capped ? *o.cap_bytes + b.reserve_bytes : reading.pool_bytes;
   const auto cap_clause =
       capped ? fmt::format(" and a {:.1f} GiB cap", to_gib(*o.cap_bytes)) : std::string{};
@@ -264,7 +272,7 @@ inline budget compute_budget(std::span<const rank_report> ranks, budget_options 
   auto uncapped = o;
   uncapped.cap_bytes.reset();
   auto left = [&](const rank_report& r) {
-    return static_cast<std::int64_t>(detail::usable_bytes(r.room, uncapped)) -
+    return static_cast<std::int64_t>(detail::usable_of(r.room, uncapped).usable_bytes) -
            static_cast<std::int64_t>(r.model_bytes);
   };
   std::size_t least = 0;
