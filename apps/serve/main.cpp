@@ -337,6 +337,7 @@ int main(int argc, char** argv) {
       return static_cast<std::size_t>(b.kv_pages + store);
     };
     std::size_t parallel = 0;
+    auto const file_bytes = tf::model::file_bytes(path);
     fmt::print(stderr, "tf: loading {}\n", path.string());
     start.own_chat_template = !chat_template.empty() || own_chat_template(path);
     tf::open_options o;
@@ -406,8 +407,8 @@ int main(int argc, char** argv) {
       if (ranks) fmt::print(stderr, "{}\n", tf::serve::tp::weights_line(0, c, path));
 #endif
       auto b =
-          size_start(c.weight_bytes.value_or(tf::model::file_bytes(path)) + draft_store_bytes,
-                     c.kv_bytes_per_token, states * c.state_bytes_per_stream, c.weight_bytes_held);
+          size_start(c.weight_bytes.value_or(file_bytes) + draft_store_bytes, c.kv_bytes_per_token,
+                     states * c.state_bytes_per_stream, c.weight_bytes_held);
       parallel = b.streams;
       auto const pages = pool_pages(b);
       fmt::print(stderr, "tf: {} forward on the {}, {} KV pages of {} tokens\n", c.family,
@@ -417,10 +418,9 @@ int main(int argc, char** argv) {
       } else {
         // The weights are read next: bytes of total, rate and ETA, as a terminal or a log suits.
         auto const base = tf::model::bytes_read().load();
-        watch.emplace([base] { return tf::model::bytes_read().load() - base; },
-                      tf::model::file_bytes(path),
+        watch.emplace([base] { return tf::model::bytes_read().load() - base; }, file_bytes,
                       tf::serve::load_progress_printer(
-                          tf::model::file_bytes(path), ::isatty(STDERR_FILENO) == 1,
+                          file_bytes, ::isatty(STDERR_FILENO) == 1,
                           [](std::string_view t) { fmt::print(stderr, "{}", t); }),
                       [&server](double f) { server.set_progress(f); });
       }
