@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace tf::kernels::cpu {
@@ -404,34 +405,34 @@ inline matvec_fn matvec_for(tf::model::tensor_type t, isa path) {
 }
 
 #if TF_KERNELS_X86
-// avx512::matmat0c for (type, nr in 1..4).
+// fn.template operator()<NR>() for the activation row count nr as a constant: 1..Max, and Max
+// for any other count (the callers pass 1..Max).
+template <int Max, class Fn>
+void with_rows(std::int64_t nr, Fn&& fn) {
+  auto pick = [&]<int... I>(std::integer_sequence<int, I...>) {
+    // The first count that matches runs; || stops the fold there.
+    (void)(((nr == I + 1 || I + 1 == Max) ? (fn.template operator()<I + 1>(), true) : false) ||
+           ...);
+  };
+  pick(std::make_integer_sequence<int, Max>{});
+}
+
+// fn(W const*) for the weight block type W of a _0 type t (Q8_0, Q5_0, else Q4_0).
+template <class Fn>
+void with_0_block(tf::model::tensor_type t, Fn&& fn) {
+  using tf::model::tensor_type;
+  if (t == tensor_type::q8_0) return fn(static_cast<const block_q8_0*>(nullptr));
+  if (t == tensor_type::q5_0) return fn(static_cast<const block_q5_0*>(nullptr));
+  return fn(static_cast<const block_q4_0*>(nullptr));
+}
+
+// avx512::matmat0c for (type, nr in 1..8).
 inline void matmat0c_rows(tf::model::tensor_type t, const std::uint8_t* w, std::int64_t wrb,
                           std::int64_t rows, const block_q8_0c* const* x, std::int64_t nr,
                           std::int64_t nb, float* y, std::int64_t y_stride) {
-  using tf::model::tensor_type;
-  auto run = [&]<class W>(const W*) {
-    switch (nr) {
-      case 1:
-        return avx512::matmat0c<1, W>(w, wrb, rows, x, nb, y, y_stride);
-      case 2:
-        return avx512::matmat0c<2, W>(w, wrb, rows, x, nb, y, y_stride);
-      case 3:
-        return avx512::matmat0c<3, W>(w, wrb, rows, x, nb, y, y_stride);
-      case 4:
-        return avx512::matmat0c<4, W>(w, wrb, rows, x, nb, y, y_stride);
-      case 5:
-        return avx512::matmat0c<5, W>(w, wrb, rows, x, nb, y, y_stride);
-      case 6:
-        return avx512::matmat0c<6, W>(w, wrb, rows, x, nb, y, y_stride);
-      case 7:
-        return avx512::matmat0c<7, W>(w, wrb, rows, x, nb, y, y_stride);
-      default:
-        return avx512::matmat0c<8, W>(w, wrb, rows, x, nb, y, y_stride);
-    }
-  };
-  if (t == tensor_type::q8_0) return run(static_cast<const block_q8_0*>(nullptr));
-  if (t == tensor_type::q5_0) return run(static_cast<const block_q5_0*>(nullptr));
-  return run(static_cast<const block_q4_0*>(nullptr));
+  with_0_block(t, [&]<class W>(const W*) {
+    with_rows<8>(nr, [&]<int NR>() { avx512::matmat0c<NR, W>(w, wrb, rows, x, nb, y, y_stride); });
+  });
 }
 
 // avx2::matmat0 for (type, nr in 1..8).
@@ -439,45 +440,17 @@ inline void matmat0_rows(tf::model::tensor_type t, const std::uint8_t* w, std::i
                          std::int64_t rows, const block_q8_0* const* x, const float* dx,
                          std::int64_t nr, std::int64_t nb, float* y, std::int64_t y_stride,
                          std::int64_t prefetch_end) {
-  using tf::model::tensor_type;
-  auto run = [&]<class W>(const W*) {
-    switch (nr) {
-      case 1:
-        return avx2::matmat0<1, W>(w, wrb, rows, x, dx, nb, y, y_stride, prefetch_end);
-      case 2:
-        return avx2::matmat0<2, W>(w, wrb, rows, x, dx, nb, y, y_stride, prefetch_end);
-      case 3:
-        return avx2::matmat0<3, W>(w, wrb, rows, x, dx, nb, y, y_stride, prefetch_end);
-      case 4:
-        return avx2::matmat0<4, W>(w, wrb, rows, x, dx, nb, y, y_stride, prefetch_end);
-      case 5:
-        return avx2::matmat0<5, W>(w, wrb, rows, x, dx, nb, y, y_stride, prefetch_end);
-      case 6:
-        return avx2::matmat0<6, W>(w, wrb, rows, x, dx, nb, y, y_stride, prefetch_end);
-      case 7:
-        return avx2::matmat0<7, W>(w, wrb, rows, x, dx, nb, y, y_stride, prefetch_end);
-      default:
-        return avx2::matmat0<8, W>(w, wrb, rows, x, dx, nb, y, y_stride, prefetch_end);
-    }
-  };
-  if (t == tensor_type::q8_0) return run(static_cast<const block_q8_0*>(nullptr));
-  if (t == tensor_type::q5_0) return run(static_cast<const block_q5_0*>(nullptr));
-  return run(static_cast<const block_q4_0*>(nullptr));
+  with_0_block(t, [&]<class W>(const W*) {
+    with_rows<8>(nr, [&]<int NR>() {
+      avx2::matmat0<NR, W>(w, wrb, rows, x, dx, nb, y, y_stride, prefetch_end);
+    });
+  });
 }
 
 // avx512::matmat0c_rows8 for nr in 1..4.
 inline void matmat0c_rows8(const block_q8_0x8* w, std::int64_t groups, const block_q8_0c* const* x,
                            std::int64_t nr, std::int64_t nb, float* y, std::int64_t y_stride) {
-  switch (nr) {
-    case 1:
-      return avx512::matmat0c_rows8<1>(w, groups, x, nb, y, y_stride);
-    case 2:
-      return avx512::matmat0c_rows8<2>(w, groups, x, nb, y, y_stride);
-    case 3:
-      return avx512::matmat0c_rows8<3>(w, groups, x, nb, y, y_stride);
-    default:
-      return avx512::matmat0c_rows8<4>(w, groups, x, nb, y, y_stride);
-  }
+  with_rows<4>(nr, [&]<int NR>() { avx512::matmat0c_rows8<NR>(w, groups, x, nb, y, y_stride); });
 }
 #endif
 
