@@ -16,6 +16,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,57 @@ dist::tensor_parallel const& ranks_of(B const& be) {
     static dist::tensor_parallel const solo{};
     return solo;
   }
+}
+
+/// A run of rows, columns or elements [first, first + count) of a tensor.
+struct index_run {
+  std::int64_t first = 0, count = 0;
+};
+
+/// This rank's share of each of `parts` whole parts laid one after another (q | k | v, or a
+/// value head's block of every group), each part_i / size long; at one rank one run of all.
+/// Adjacent runs merge, so a rank's slice that is one run of the file stays a view of it.
+inline std::vector<index_run> rank_runs(std::span<std::int64_t const> parts,
+                                        dist::tensor_parallel const& r, char const* family,
+                                        char const* what) {
+  std::vector<index_run> runs;
+  std::int64_t at = 0;
+  for (auto p : parts) {
+    auto const mine = dist::split_evenly(static_cast<int>(p), r.size, family, what);
+    index_run const run{at + r.rank * mine, mine};
+    if (!runs.empty() && runs.back().first + runs.back().count == run.first)
+      runs.back().count += run.count;
+    else if (run.count > 0)
+      runs.push_back(run);
+    at += p;
+  }
+  return runs;
+}
+
+/// `runs` of heads as runs of the features they own: each head `width` wide, after `offset`.
+inline std::vector<index_run> features_of(std::span<index_run const> runs, std::int64_t width,
+                                          std::int64_t offset = 0) {
+  std::vector<index_run> out;
+  for (auto run : runs) out.push_back({offset + run.first * width, run.count * width});
+  return out;
+}
+
+/// The concatenation of run lists, adjacent runs merged.
+inline std::vector<index_run> joined(std::initializer_list<std::vector<index_run>> lists) {
+  std::vector<index_run> out;
+  for (auto const& l : lists)
+    for (auto run : l)
+      if (!out.empty() && out.back().first + out.back().count == run.first)
+        out.back().count += run.count;
+      else
+        out.push_back(run);
+  return out;
+}
+
+inline std::int64_t total(std::span<index_run const> runs) {
+  std::int64_t n = 0;
+  for (auto run : runs) n += run.count;
+  return n;
 }
 
 /// Where this rank's `part` of `whole` features starts, when `whole` is `part` times a count of
@@ -142,6 +194,37 @@ struct tensor_binder {
                   model::role_name(role), whole.rows, whole.cols, rows, cols, ranks().size);
     return be.upload(whole);
   }
+  /// Rows `runs` of t [whole_rows, cols] in one matrix (a rank's heads of a fused projection): a
+  /// view of the file where they are one run, a copy otherwise.
+  template <class T>
+  auto rows_at(T const* t, std::int64_t whole_rows, std::int64_t cols,
+               std::span<index_run const> runs) const {
+    return bind_rows(host_of(t, whole_rows, cols), runs);
+  }
+  /// Columns `runs` of t [rows, whole_cols] (a rank's input features of a row-parallel weight),
+  /// copied; the backend all-reduces a matmul's partial sums. t itself where the runs are all of
+  /// it.
+  template <class T>
+  auto columns_at(T const* t, std::int64_t rows, std::int64_t whole_cols,
+                  std::span<index_run const> runs) const {
+    auto const whole = host_of(t, rows, whole_cols);
+    if (runs.size() == 1 && runs[0].first == 0 && runs[0].count == whole_cols)
+      return be.upload(whole);
+    return bind_columns(whole, runs);
+  }
+  /// Elements `runs` of t (of `whole` elements, each run counted in units of `width` elements: a
+  /// conv's channels of `width` taps) in f32.
+  template <class T>
+  std::vector<float> floats_at(T const* t, std::int64_t whole, std::span<index_run const> runs,
+                               std::int64_t width = 1) const {
+    auto const all = floats_of(t, whole * width, "tensor");
+    std::vector<float> out;
+    for (auto run : runs)
+      out.insert(out.end(), all.begin() + run.first * width,
+                 all.begin() + (run.first + run.count) * width);
+    return out;
+  }
+
   /// The embedding or the head (each token reads all of it): the backend may lay it out for that.
   template <class T>
   auto head_of(T const* t, std::int64_t rows, std::int64_t cols) const {
@@ -198,16 +281,29 @@ struct tensor_binder {
     std::int64_t rows = 0;
     for (auto b : blocks) rows += b;
     std::int64_t const parts = whole.rows / rows;
-    if (blocks.size() == 1) return be.upload(row_slice(whole, which * rows, rows));
+    std::vector<index_run> runs;
+    std::int64_t at = 0;
+    for (auto b : blocks) {
+      runs.push_back({at + which * b, b});
+      at += parts * b;
+    }
+    return bind_rows(whole, runs);
+  }
+  // Rows `runs` of whole in one matrix: a view where one run, else a copy.
+  auto bind_rows(backend::host_matrix whole, std::span<index_run const> runs) const {
+    for (auto run : runs)
+      if (run.first < 0 || run.count < 0 || run.first + run.count > whole.rows)
+        throw error("tf: {} rows [{}, {}) lie outside a matrix of {} rows", family, run.first,
+                    run.first + run.count, whole.rows);
+    if (runs.size() == 1) return be.upload(row_slice(whole, runs[0].first, runs[0].count));
+    auto const rows = total(runs);
     std::vector<std::byte> bytes(static_cast<std::size_t>(whole.row_bytes) *
                                  static_cast<std::size_t>(rows));
-    std::int64_t at = 0, out = 0;
-    for (auto b : blocks) {
-      auto const src = row_slice(whole, at + which * b, b);
-      std::memcpy(bytes.data() + out * whole.row_bytes, src.data,
-                  static_cast<std::size_t>(whole.row_bytes) * static_cast<std::size_t>(b));
-      at += parts * b;
-      out += b;
+    std::int64_t out = 0;
+    for (auto run : runs) {
+      std::memcpy(bytes.data() + out * whole.row_bytes, row_slice(whole, run.first, 0).data,
+                  static_cast<std::size_t>(whole.row_bytes) * static_cast<std::size_t>(run.count));
+      out += run.count;
     }
     backend::host_matrix m{whole.type, rows, whole.cols, nullptr, whole.row_bytes};
     return upload_copy(std::move(bytes), m);
@@ -215,14 +311,27 @@ struct tensor_binder {
   // Columns [first, first + count) of every row of whole, copied (a rank's share of the input
   // features): the backend all-reduces the partial sums a matmul by it gives.
   auto columns_of(backend::host_matrix whole, std::int64_t first, std::int64_t count) const {
-    auto const skip = model::row_bytes(whole.type, static_cast<std::uint64_t>(first));
-    auto const keep = model::row_bytes(whole.type, static_cast<std::uint64_t>(count));
+    index_run const run{first, count};
+    return bind_columns(whole, std::span(&run, 1));
+  }
+  auto bind_columns(backend::host_matrix whole, std::span<index_run const> runs) const {
+    auto const cols = total(runs);
+    auto const keep = model::row_bytes(whole.type, static_cast<std::uint64_t>(cols));
     std::vector<std::byte> bytes(
         static_cast<std::size_t>(keep * static_cast<std::uint64_t>(whole.rows)));
-    for (std::int64_t r = 0; r < whole.rows; ++r)
-      std::memcpy(bytes.data() + static_cast<std::uint64_t>(r) * keep,
-                  whole.data + static_cast<std::uint64_t>(r) * whole.row_bytes + skip, keep);
-    backend::host_matrix m{whole.type, whole.rows, count, nullptr, keep};
+    std::uint64_t at = 0;  // where the run starts in a kept row
+    for (auto run : runs) {
+      if (run.first < 0 || run.first + run.count > whole.cols)
+        throw error("tf: {} columns [{}, {}) lie outside a matrix of {} columns", family, run.first,
+                    run.first + run.count, whole.cols);
+      auto const skip = model::row_bytes(whole.type, static_cast<std::uint64_t>(run.first));
+      auto const len = model::row_bytes(whole.type, static_cast<std::uint64_t>(run.count));
+      for (std::int64_t r = 0; r < whole.rows; ++r)
+        std::memcpy(bytes.data() + static_cast<std::uint64_t>(r) * keep + at,
+                    whole.data + static_cast<std::uint64_t>(r) * whole.row_bytes + skip, len);
+      at += len;
+    }
+    backend::host_matrix m{whole.type, whole.rows, cols, nullptr, keep};
     m.partial_sum = true;
     return upload_copy(std::move(bytes), m);
   }

@@ -25,6 +25,10 @@ class nemotron_h_model {
   }
   static weights load(model::model_file const& file, B& be) { return load_weights(file, be); }
 
+  /// One rank's heads and widths, as the weights bind them (the memory budget reads it first).
+  static hparams rank_hparams(hparams const& hp, dist::tensor_parallel const& r) {
+    return nemotron::per_rank(hp, r);
+  }
   /// KV for the attention layers only; attention layer i is KV layer (its rank among them).
   static backend::kv_layout kv_layout(hparams const& hp) {
     return {hp.count(block_kind::attention), hp.num_kv_heads, hp.head_dim};

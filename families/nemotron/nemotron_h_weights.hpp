@@ -98,9 +98,57 @@ inline void check_hparams(nemotron_h_hparams const& hp) {
   if (hp.moe_latent_size < 0) fail("latent size");
 }
 
+/// `hp` with the heads and widths one rank of `r` holds: attention heads and KV heads, the MLP's
+/// and experts' widths, and the Mamba2 heads with their groups (a rank's heads read only its
+/// groups, so the gated norm's groups stay whole on one rank).
+inline nemotron_h_hparams per_rank(nemotron_h_hparams hp, dist::tensor_parallel const& r) {
+  if (!r.split()) return hp;
+  char const* family = "nemotron_h";
+  if (hp.count(block_kind::attention) > 0) {
+    hp.num_heads = dist::split_evenly(hp.num_heads, r.size, family, "attention heads");
+    hp.num_kv_heads = dist::split_kv_heads(hp.num_kv_heads, r.size, family);
+  }
+  if (hp.count(block_kind::mlp) > 0)
+    hp.intermediate_size = dist::split_evenly(hp.intermediate_size, r.size, family, "FFN columns");
+  if (hp.count(block_kind::mamba) > 0) {
+    hp.mamba_num_heads = dist::split_evenly(hp.mamba_num_heads, r.size, family, "Mamba2 heads");
+    hp.mamba_n_groups = dist::split_evenly(hp.mamba_n_groups, r.size, family, "Mamba2 groups");
+  }
+  if (hp.count(block_kind::moe) > 0) {
+    hp.moe_intermediate_size =
+        dist::split_evenly(hp.moe_intermediate_size, r.size, family, "expert FFN columns");
+    hp.moe_shared_expert_intermediate_size = dist::split_evenly(
+        hp.moe_shared_expert_intermediate_size, r.size, family, "shared expert FFN columns");
+  }
+  return hp;
+}
+
+/// A Mamba2 layer's features this rank holds (`hp` the whole model's): its heads, their inner
+/// features, its groups' B and C, as runs of in_proj's rows [z | x | B | C | dt] and of the conv's
+/// channels [x | B | C].
+struct mamba_runs {
+  std::vector<index_run> heads, inner, in_proj, conv;
+};
+
+inline mamba_runs mamba_runs_of(nemotron_h_hparams const& hp, dist::tensor_parallel const& r) {
+  std::int64_t const inner = hp.d_inner(), bc = std::int64_t{hp.mamba_n_groups} * hp.ssm_state_size;
+  std::vector<std::int64_t> const heads{hp.mamba_num_heads}, groups{hp.mamba_n_groups};
+  mamba_runs m;
+  m.heads = rank_runs(heads, r, "nemotron_h", "Mamba2 heads");
+  auto const g = rank_runs(groups, r, "nemotron_h", "Mamba2 groups");
+  m.inner = features_of(m.heads, hp.mamba_head_dim);
+  auto const b = features_of(g, hp.ssm_state_size, inner),
+             c = features_of(g, hp.ssm_state_size, inner + bc);
+  m.conv = joined({m.inner, b, c});
+  m.in_proj =
+      joined({m.inner, features_of(m.conv, 1, inner), features_of(m.heads, 1, 2 * inner + 2 * bc)});
+  return m;
+}
+
 /// Binds the weights of `file` (anything with `find_tensor(name) -> const tensor_view*`) to `be`;
 /// `style` picks GGUF or HF names. Throws tf::error on a missing tensor or a shape that disagrees
-/// with `hp`.
+/// with `hp`. Under tensor parallelism each rank binds its share of the attention and Mamba2
+/// heads and of the MLP's and experts' widths.
 template <class File, class B>
 nemotron_h_weights<B> bind_weights(File const& file, nemotron_h_hparams const& hp, name_style style,
                                    B& be) {
@@ -109,22 +157,26 @@ nemotron_h_weights<B> bind_weights(File const& file, nemotron_h_hparams const& h
   tensor_binder<File, decltype(nemotron_h_tensors), B> const b{file, nemotron_h_tensors, style,
                                                                "nemotron_h", be};
   bool const gguf = style == name_style::gguf;
-  // An optional bias [n] by its GGUF and HF names ({} = layer), or an empty vector.
+  // An optional bias by its GGUF and HF names ({} = layer): this rank's `n` elements of a
+  // column-parallel output (a rank's slice where the file holds more), or an empty vector.
   auto bias = [&](char const* gguf_name, char const* hf_name, int i, std::int64_t n) {
     auto const* t = file.find_tensor(model::expand(gguf ? gguf_name : hf_name, i));
     if (!t) return typename B::vector{};
-    if (t->elements() != n)
+    index_run run{0, n};
+    if (auto first = slice_start(t->elements(), n, b.ranks()))
+      run.first = *first;
+    else if (t->elements() != n)
       throw error("tf: nemotron_h tensor {} has {} elements, expected {}", t->name, t->elements(),
                   n);
-    std::vector<float> v(static_cast<std::size_t>(n));
-    kernels::cpu::dequantize_row(t->type, t->data, v.data(), n);
-    return be.upload(std::move(v));
+    return be.upload(b.floats_at(t, t->elements(), std::span(&run, 1)));
   };
+  auto const rp = per_rank(hp, b.ranks());
+  auto const mr = mamba_runs_of(hp, b.ranks());
   std::int64_t const h = hp.hidden_size, hd = hp.head_dim, nh = hp.mamba_num_heads;
-  std::int64_t const q_out = hd * hp.num_heads, kv_out = hd * hp.num_kv_heads;
+  std::int64_t const q_out = hd * rp.num_heads, kv_out = hd * rp.num_kv_heads;
   std::int64_t const inner = hp.d_inner(), conv = hp.conv_dim();
   nemotron_h_weights<B> w;
-  w.hp = hp;
+  w.hp = rp;
   w.embd = b.head(tensor_role::token_embd, hp.vocab_size, h);
   auto const* out = b.find(tensor_role::output, 0, true);
   // Tied: the embedding (whole for the lookups; the head may take a rank's rows of it).
@@ -137,19 +189,28 @@ nemotron_h_weights<B> bind_weights(File const& file, nemotron_h_hparams const& h
     switch (l.kind) {
       case block_kind::mamba: {
         auto& m = l.mamba;
-        m.in = b.mat(tensor_role::ssm_in, i, hp.in_proj_size(), h);
-        m.out = b.mat(tensor_role::ssm_out, i, h, inner);
-        m.in_bias = bias("blk.{}.ssm_in.bias", "backbone.layers.{}.mixer.in_proj.bias", i,
-                         hp.in_proj_size());
+        // This rank's heads, their groups, and their rows, channels and columns.
+        auto vec = [&](tensor_role role, std::int64_t n, std::span<index_run const> runs,
+                       std::int64_t width = 1) {
+          return b.floats_at(b.find(role, i, false), n, runs, width);
+        };
+        m.in = b.rows_at(b.find(tensor_role::ssm_in, i, false), hp.in_proj_size(), h, mr.in_proj);
+        m.out = b.columns_at(b.find(tensor_role::ssm_out, i, false), h, inner, mr.inner);
+        if (auto const* t = file.find_tensor(model::expand(
+                gguf ? "blk.{}.ssm_in.bias" : "backbone.layers.{}.mixer.in_proj.bias", i)))
+          m.in_bias = be.upload(b.floats_at(t, hp.in_proj_size(), mr.in_proj));
         m.out_bias = bias("blk.{}.ssm_out.bias", "backbone.layers.{}.mixer.out_proj.bias", i, h);
-        m.conv = b.vec(tensor_role::ssm_conv1d, i, conv * hp.mamba_d_conv);
-        m.conv_bias = b.optional_vec(tensor_role::ssm_conv1d_bias, i, conv);
-        m.dt_bias = b.vec(tensor_role::ssm_dt_bias, i, nh);
-        m.d = b.vec(tensor_role::ssm_d, i, nh);
-        m.norm = b.vec(tensor_role::ssm_norm, i, inner);
+        m.conv = be.upload(vec(tensor_role::ssm_conv1d, conv, mr.conv, hp.mamba_d_conv));
+        if (b.find(tensor_role::ssm_conv1d_bias, i, true))
+          m.conv_bias = be.upload(vec(tensor_role::ssm_conv1d_bias, conv, mr.conv));
+        m.dt_bias = be.upload(vec(tensor_role::ssm_dt_bias, nh, mr.heads));
+        m.d = be.upload(vec(tensor_role::ssm_d, nh, mr.heads));
+        m.norm = be.upload(vec(tensor_role::ssm_norm, inner, mr.inner));
         // HF keeps A_log; GGUF keeps A.
-        m.a = gguf ? b.vec(tensor_role::ssm_a, i, nh)
-                   : b.vec(tensor_role::ssm_a, i, nh, [](float a) { return -std::exp(a); });
+        auto a = vec(tensor_role::ssm_a, nh, mr.heads);
+        if (!gguf)
+          for (auto& x : a) x = -std::exp(x);
+        m.a = be.upload(std::move(a));
         break;
       }
       case block_kind::attention:
@@ -167,7 +228,7 @@ nemotron_h_weights<B> bind_weights(File const& file, nemotron_h_hparams const& h
             bias("blk.{}.attn_output.bias", "backbone.layers.{}.mixer.o_proj.bias", i, h);
         break;
       case block_kind::mlp: {
-        std::int64_t const ff = hp.intermediate_size;
+        std::int64_t const ff = rp.intermediate_size;
         l.mlp.up = b.mat(tensor_role::ffn_up, i, ff, h);
         l.mlp.down = b.mat(tensor_role::ffn_down, i, h, ff);
         l.up_bias = bias("blk.{}.ffn_up.bias", "backbone.layers.{}.mixer.up_proj.bias", i, ff);
@@ -175,7 +236,7 @@ nemotron_h_weights<B> bind_weights(File const& file, nemotron_h_hparams const& h
         break;
       }
       case block_kind::moe: {
-        std::int64_t const sff = hp.moe_shared_expert_intermediate_size;
+        std::int64_t const sff = rp.moe_shared_expert_intermediate_size;
         l.moe.router = b.mat(tensor_role::ffn_gate_inp, i, hp.n_routed_experts, h);
         l.moe.router_bias = b.vec(tensor_role::exp_probs_b, i, hp.n_routed_experts);
         if (sff > 0)
@@ -188,7 +249,7 @@ nemotron_h_weights<B> bind_weights(File const& file, nemotron_h_hparams const& h
           l.moe.latent_down = b.mat(tensor_role::ffn_latent_down, i, width, h);
           l.moe.latent_up = b.mat(tensor_role::ffn_latent_up, i, h, width);
         }
-        l.moe.experts = bind_experts(b, i, hp.n_routed_experts, hp.moe_intermediate_size, width,
+        l.moe.experts = bind_experts(b, i, hp.n_routed_experts, rp.moe_intermediate_size, width,
                                      &nemotron_h_fused_experts);
         break;
       }

@@ -25,6 +25,10 @@ class qwen35_model {
   static weights load(model::model_file const& file, B& be) {
     return load_qwen35_weights(file, be);
   }
+  /// One rank's heads and widths, as the weights bind them (the memory budget reads it first).
+  static hparams rank_hparams(hparams const& hp, dist::tensor_parallel const& r) {
+    return qwen35_per_rank(hp, r, "qwen35");
+  }
   /// KV pages for the full-attention layers only.
   static backend::kv_layout kv_layout(hparams const& hp) {
     return {hp.count(qwen35_layer::full_attention), hp.num_kv_heads, hp.head_dim};

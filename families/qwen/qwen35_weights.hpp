@@ -77,7 +77,52 @@ struct qwen35_hf_view {
   }
 };
 
+/// The Gated DeltaNet heads one rank holds: a run of key heads, and the value heads that read
+/// them (grouped value heads are one run; tiled ones, head j reading k-head j % nk, are the
+/// rank's slice of each block of nk). At one rank, all of them.
+struct qwen35_delta_heads {
+  std::vector<index_run> k, v;
+};
+
+inline qwen35_delta_heads qwen35_delta_heads_of(qwen35_hparams const& hp,
+                                                dist::tensor_parallel const& r,
+                                                char const* family) {
+  std::int64_t const nk = hp.linear_num_key_heads, nv = hp.linear_num_value_heads;
+  std::vector<std::int64_t> const keys{nk};
+  std::vector<std::int64_t> const values = hp.tiled_v_heads && nk > 0 && nv != nk
+                                               ? std::vector<std::int64_t>(nv / nk, nk)
+                                               : std::vector<std::int64_t>{nv};
+  return {rank_runs(keys, r, family, "linear-attention key heads"),
+          rank_runs(values, r, family, "linear-attention value heads")};
+}
+
+/// `hp` with the heads and widths one rank of `r` holds: attention heads, KV heads, the MLP's
+/// and experts' widths, and the Gated DeltaNet's key and value heads.
+inline qwen35_hparams qwen35_per_rank(qwen35_hparams hp, dist::tensor_parallel const& r,
+                                      char const* family) {
+  if (!r.split()) return hp;
+  hp = per_rank(hp, r, family);
+  hp.linear_num_key_heads =
+      dist::split_evenly(hp.linear_num_key_heads, r.size, family, "linear-attention key heads");
+  hp.linear_num_value_heads =
+      dist::split_evenly(hp.linear_num_value_heads, r.size, family, "linear-attention value heads");
+  if (hp.is_moe()) {
+    hp.moe_intermediate_size =
+        dist::split_evenly(hp.moe_intermediate_size, r.size, family, "expert FFN columns");
+    hp.shared_expert_intermediate_size = dist::split_evenly(
+        hp.shared_expert_intermediate_size, r.size, family, "shared expert FFN columns");
+  }
+  return hp;
+}
+
 namespace qwen35_detail {
+
+/// The rows of the fused [q | k | v] projection (and the conv's channels) of `heads`.
+inline std::vector<index_run> qkv_runs(qwen35_hparams const& hp, qwen35_delta_heads const& heads) {
+  std::int64_t const dk = hp.linear_key_head_dim, keys = hp.linear_num_key_heads * dk;
+  return joined({features_of(heads.k, dk), features_of(heads.k, dk, keys),
+                 features_of(heads.v, hp.linear_value_head_dim, 2 * keys)});
+}
 
 template <class Binder>
 model::tensor_view const* find(Binder const& b, qwen35_name n, int layer, bool optional) {
@@ -85,11 +130,6 @@ model::tensor_view const* find(Binder const& b, qwen35_name n, int layer, bool o
   auto const* t = b.file.find_tensor(name);
   if (!t && !optional) throw error("tf: {} model lacks the tensor {}", b.family, name);
   return t;
-}
-
-template <class Binder>
-auto mat(Binder const& b, qwen35_name n, int layer, std::int64_t rows, std::int64_t cols) {
-  return b.be.upload(b.host_of(find(b, n, layer, false), rows, cols));
 }
 
 /// t's `n` elements in f32.
@@ -125,39 +165,48 @@ void bind_attention(Layer& l, Binder const& b, qwen35_hparams const& hp, int i, 
   l.attn.k_norm = b.norm(tensor_role::attn_k_norm, i, hd, shift);
 }
 
-/// Qwen3.5's GDN input projections, flat as the forward reads them: qkv, z, b and a.
+/// Qwen3.5's GDN input projections, flat as the forward reads them: qkv, z, b and a, the rows
+/// of this rank's `heads` (`hp` is the whole model's).
 template <class Layer, class Binder>
-void bind_flat_projections(Layer& l, Binder const& b, qwen35_hparams const& hp, int i) {
+void bind_flat_projections(Layer& l, Binder const& b, qwen35_hparams const& hp, int i,
+                           qwen35_delta_heads const& heads) {
   std::int64_t const h = hp.hidden_size, nv = hp.linear_num_value_heads;
-  std::int64_t const v_all = nv * hp.linear_value_head_dim;
+  std::int64_t const dv = hp.linear_value_head_dim;
   auto& d = l.delta;
-  d.qkv = b.mat(model::tensor_role::ssm_in, i, hp.conv_dim(), h);
-  d.z = mat(b, qwen35_in_proj_z, i, v_all, h);
-  d.b = mat(b, qwen35_in_proj_b, i, nv, h);
-  d.a = mat(b, qwen35_in_proj_a, i, nv, h);
+  d.qkv = b.rows_at(b.find(model::tensor_role::ssm_in, i, false), hp.conv_dim(), h,
+                    qkv_runs(hp, heads));
+  d.z = b.rows_at(find(b, qwen35_in_proj_z, i, false), nv * dv, h, features_of(heads.v, dv));
+  d.b = b.rows_at(find(b, qwen35_in_proj_b, i, false), nv, h, heads.v);
+  d.a = b.rows_at(find(b, qwen35_in_proj_a, i, false), nv, h, heads.v);
 }
 
-/// The rest of a GDN layer: the output projection, the conv, the decay and the gated norm.
+/// The rest of a GDN layer: the output projection (this rank's value heads' input features), the
+/// conv (its channels), the decay and the gated norm; `hp` is the whole model's.
 template <class Layer, class Binder>
-void bind_delta(Layer& l, Binder const& b, qwen35_hparams const& hp, int i) {
+void bind_delta(Layer& l, Binder const& b, qwen35_hparams const& hp, int i,
+                qwen35_delta_heads const& heads) {
   using model::tensor_role;
   std::int64_t const h = hp.hidden_size, nv = hp.linear_num_value_heads;
-  std::int64_t const v_all = nv * hp.linear_value_head_dim, conv = hp.conv_dim();
+  std::int64_t const dv = hp.linear_value_head_dim;
   auto& d = l.delta;
-  d.out = b.mat(tensor_role::ssm_out, i, h, v_all);
+  d.out =
+      b.columns_at(b.find(tensor_role::ssm_out, i, false), h, nv * dv, features_of(heads.v, dv));
   auto const* k = b.find(tensor_role::ssm_conv1d, i, false);
   if (k->dims.empty() || k->dims[0] != hp.linear_conv_kernel_dim)
     throw error("tf: {} tensor {} has rows of {}, expected the conv kernel {}", b.family, k->name,
                 k->dims.empty() ? 0 : k->dims[0], hp.linear_conv_kernel_dim);
-  d.conv = b.be.upload(floats(*k, conv * hp.linear_conv_kernel_dim, b.family));
-  d.dt_bias = b.vec(tensor_role::ssm_dt_bias, i, nv);
-  auto a = floats(*b.find(tensor_role::ssm_a, i, false), nv, b.family);
+  d.conv =
+      b.be.upload(b.floats_at(k, hp.conv_dim(), qkv_runs(hp, heads), hp.linear_conv_kernel_dim));
+  d.dt_bias = b.be.upload(b.floats_at(b.find(tensor_role::ssm_dt_bias, i, false), nv, heads.v));
+  auto a = b.floats_at(b.find(tensor_role::ssm_a, i, false), nv, heads.v);
   if (b.style == name_style::hf)
     for (auto& x : a) x = -std::exp(x);
   d.a_coef = b.be.upload(std::move(a));
   d.norm = b.vec(tensor_role::ssm_norm, i, hp.linear_value_head_dim);
 }
 
+/// A routed layer; `hp` is this rank's (its expert widths), the experts sliced the
+/// tensor-parallel way.
 template <class Layer, class Binder>
 void bind_moe(Layer& l, Binder const& b, qwen35_hparams const& hp, int i) {
   using model::tensor_role;
@@ -167,12 +216,15 @@ void bind_moe(Layer& l, Binder const& b, qwen35_hparams const& hp, int i) {
   l.moe.router = b.mat(tensor_role::ffn_gate_inp, i, n, h);
   if (auto const* gu =
           b.style == name_style::gguf ? find(b, qwen35_gate_up_exps, i, true) : nullptr) {
-    auto const both = stacked_experts(*gu, 2 * ff, h, n);
-    auto const down = stacked_experts(*b.find(tensor_role::ffn_down_exps, i, false), h, ff, n);
+    // The file's expert width: every rank's ff where the experts split.
+    std::int64_t const file_ff = gu->dims.size() > 1 ? gu->dims[1] / 2 : ff;
+    auto const both = stacked_experts(*gu, 2 * file_ff, h, n);
+    auto const down = stacked_experts(*b.find(tensor_role::ffn_down_exps, i, false), h, file_ff, n);
     for (std::size_t e = 0; e < both.size(); ++e)
-      l.moe.experts.push_back(typename B::expert{b.be.upload(row_slice(both[e], 0, ff)),
-                                                 b.be.upload(row_slice(both[e], ff, ff)),
-                                                 b.be.upload(down[e])});
+      l.moe.experts.push_back(typename B::expert{
+          b.shard(tensor_role::ffn_gate_exps, row_slice(both[e], 0, file_ff), ff, h),
+          b.shard(tensor_role::ffn_up_exps, row_slice(both[e], file_ff, file_ff), ff, h),
+          b.shard(tensor_role::ffn_down_exps, down[e], h, ff)});
   } else {
     fused_expert_names const fused{qwen35_gate_up_exps.hf, qwen35_hf_down_exps};
     l.moe.experts = bind_experts(b, i, n, ff, h, &fused);
@@ -184,8 +236,9 @@ void bind_moe(Layer& l, Binder const& b, qwen35_hparams const& hp, int i) {
 }
 
 /// Binds the weights of `file` to `be` as bind_qwen35_weights does, but for each GDN layer i
-/// calls `projections(w, layer, binder, i)` to bind its input projections (qkv, z, b, a);
-/// `family` names the family in the errors.
+/// calls `projections(w, layer, binder, i, heads)` to bind its input projections (qkv, z, b, a)
+/// for this rank's `heads`; `family` names the family in the errors. Under tensor parallelism
+/// each rank binds its share of the attention and GDN heads and of the MLP's and experts' widths.
 template <class File, class B, class Projections>
 qwen35_weights<B> bind_hybrid_weights(File const& file, qwen35_hparams const& hp, name_style style,
                                       B& be, char const* family, Projections&& projections) {
@@ -195,7 +248,8 @@ qwen35_weights<B> bind_hybrid_weights(File const& file, qwen35_hparams const& hp
   float const shift = style == name_style::hf ? 1.0f : 0.0f;  // HF norms are (1 + w)
   std::int64_t const h = hp.hidden_size;
   qwen35_weights<B> w;
-  w.hp = hp;
+  w.hp = qwen35_per_rank(hp, b.ranks(), family);
+  auto const heads = qwen35_delta_heads_of(hp, b.ranks(), family);
   w.embd = b.head(tensor_role::token_embd, hp.vocab_size, h);
   auto const* head = b.find(tensor_role::output, 0, true);
   if (!head && !hp.tie_word_embeddings)
@@ -209,15 +263,15 @@ qwen35_weights<B> bind_hybrid_weights(File const& file, qwen35_hparams const& hp
     l.attn_norm = b.norm(tensor_role::attn_norm, i, h, shift);
     l.ffn_norm = b.norm(tensor_role::ffn_norm, i, h, shift);
     if (hp.is_full_attention(i)) {
-      bind_attention(l, b, hp, i, shift);
+      bind_attention(l, b, w.hp, i, shift);
     } else {
-      projections(w, l, b, i);
-      bind_delta(l, b, hp, i);
+      projections(w, l, b, i, heads);
+      bind_delta(l, b, hp, i, heads);
     }
     if (hp.is_moe(i)) {
-      bind_moe(l, b, hp, i);
+      bind_moe(l, b, w.hp, i);
     } else {
-      std::int64_t const ff = hp.intermediate_size;
+      std::int64_t const ff = w.hp.intermediate_size;
       l.mlp.gate = b.mat(tensor_role::ffn_gate, i, ff, h);
       l.mlp.up = b.mat(tensor_role::ffn_up, i, ff, h);
       l.mlp.down = b.mat(tensor_role::ffn_down, i, h, ff);
@@ -234,10 +288,11 @@ qwen35_weights<B> bind_hybrid_weights(File const& file, qwen35_hparams const& hp
 template <class File, class B>
 qwen35_weights<B> bind_qwen35_weights(File const& file, qwen35_hparams const& hp, name_style style,
                                       B& be) {
-  return qwen35_detail::bind_hybrid_weights(file, hp, style, be, "qwen35",
-                                            [&](auto&, auto& layer, auto const& b, int i) {
-                                              qwen35_detail::bind_flat_projections(layer, b, hp, i);
-                                            });
+  return qwen35_detail::bind_hybrid_weights(
+      file, hp, style, be, "qwen35",
+      [&](auto&, auto& layer, auto const& b, int i, auto const& heads) {
+        qwen35_detail::bind_flat_projections(layer, b, hp, i, heads);
+      });
 }
 
 /// The weights of `file`, which must outlive them, bound to `be`.

@@ -20,6 +20,9 @@ class qwen3_next_model : public qwen35_model<B> {
   static weights load(model::model_file const& file, B& be) {
     return load_qwen3_next_weights(file, be);
   }
+  static hparams rank_hparams(hparams const& hp, dist::tensor_parallel const& r) {
+    return qwen35_per_rank(hp, r, "qwen3_next");
+  }
 };
 
 }  // namespace tf::families::qwen

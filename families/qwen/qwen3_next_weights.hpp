@@ -30,14 +30,14 @@ inline constexpr qwen35_name qwen3_next_in_proj_ba{"blk.{}.ssm_ba.weight",
 
 namespace qwen3_next_detail {
 
-/// Row indices of part [first, first + count) of each of `groups` groups of `width` rows, group
-/// by group.
-inline std::vector<std::int64_t> part_rows(std::int64_t groups, std::int64_t width,
+/// Row indices of part [first, first + count) of each group in `groups` (runs of groups of
+/// `width` rows), group by group.
+inline std::vector<std::int64_t> part_rows(std::span<index_run const> groups, std::int64_t width,
                                            std::int64_t first, std::int64_t count) {
   std::vector<std::int64_t> rows;
-  rows.reserve(static_cast<std::size_t>(groups * count));
-  for (std::int64_t g = 0; g < groups; ++g)
-    for (std::int64_t r = 0; r < count; ++r) rows.push_back(g * width + first + r);
+  for (auto run : groups)
+    for (std::int64_t g = run.first; g < run.first + run.count; ++g)
+      for (std::int64_t r = 0; r < count; ++r) rows.push_back(g * width + first + r);
   return rows;
 }
 
@@ -60,10 +60,11 @@ typename B::matrix upload_rows(B& be, backend::host_matrix const& m,
 }
 
 /// GDN layer i's input projections as the forward reads them: qkv [q_all, k_all, v_all], z, b, a,
-/// value head g r + i in HF's order (it reads k-head g).
+/// value head g r + i in HF's order (it reads k-head g); the rows of this rank's `heads` (the
+/// k-head groups `heads.k`), `hp` the whole model's.
 template <class B, class Binder>
 void bind_projections(qwen35_weights<B>& w, qwen35_layer_weights<B>& l, Binder const& b,
-                      qwen35_hparams const& hp, int i) {
+                      qwen35_hparams const& hp, int i, qwen35_delta_heads const& heads) {
   using model::tensor_role;
   std::int64_t const h = hp.hidden_size, nk = hp.linear_num_key_heads;
   std::int64_t const nv = hp.linear_num_value_heads, r = nv / nk, dk = hp.linear_key_head_dim;
@@ -77,18 +78,20 @@ void bind_projections(qwen35_weights<B>& w, qwen35_layer_weights<B>& l, Binder c
     std::int64_t const width = 2 * dk + 2 * rv;
     auto const m =
         b.host_of(qwen35_detail::find(b, qwen3_next_in_proj_qkvz, i, false), nk * width, h);
-    auto qkv = part_rows(nk, width, 0, dk);
-    for (auto part : {part_rows(nk, width, dk, dk), part_rows(nk, width, 2 * dk, rv)})
+    auto qkv = part_rows(heads.k, width, 0, dk);
+    for (auto part : {part_rows(heads.k, width, dk, dk), part_rows(heads.k, width, 2 * dk, rv)})
       qkv.insert(qkv.end(), part.begin(), part.end());
     d.qkv = upload_rows(b.be, m, qkv, w);
-    d.z = upload_rows(b.be, m, part_rows(nk, width, 2 * dk + rv, rv), w);
+    d.z = upload_rows(b.be, m, part_rows(heads.k, width, 2 * dk + rv, rv), w);
   } else {
-    d.qkv = b.mat(tensor_role::ssm_in, i, hp.conv_dim(), h);
-    d.z = qwen35_detail::mat(b, qwen35_in_proj_z, i, v_all, h);
+    d.qkv = b.rows_at(b.find(tensor_role::ssm_in, i, false), hp.conv_dim(), h,
+                      qwen35_detail::qkv_runs(hp, heads));
+    d.z = b.rows_at(qwen35_detail::find(b, qwen35_in_proj_z, i, false), v_all, h,
+                    features_of(heads.v, hp.linear_value_head_dim));
   }
   auto const ba = b.host_of(qwen35_detail::find(b, qwen3_next_in_proj_ba, i, false), 2 * nv, h);
-  d.b = upload_rows(b.be, ba, part_rows(nk, 2 * r, 0, r), w);
-  d.a = upload_rows(b.be, ba, part_rows(nk, 2 * r, r, r), w);
+  d.b = upload_rows(b.be, ba, part_rows(heads.k, 2 * r, 0, r), w);
+  d.a = upload_rows(b.be, ba, part_rows(heads.k, 2 * r, r, r), w);
 }
 
 }  // namespace qwen3_next_detail
@@ -99,8 +102,9 @@ template <class File, class B>
 qwen35_weights<B> bind_qwen3_next_weights(File const& file, qwen35_hparams const& hp,
                                           name_style style, B& be) {
   return qwen35_detail::bind_hybrid_weights(
-      file, hp, style, be, "qwen3_next", [&](auto& w, auto& layer, auto const& b, int i) {
-        qwen3_next_detail::bind_projections(w, layer, b, hp, i);
+      file, hp, style, be, "qwen3_next",
+      [&](auto& w, auto& layer, auto const& b, int i, auto const& heads) {
+        qwen3_next_detail::bind_projections(w, layer, b, hp, i, heads);
       });
 }
 

@@ -3,8 +3,8 @@
 // replies equal their solo replies, rank 1's stop census equals rank 0's, the budget takes the
 // smaller room of rank 1 (its own --cap-gib) and says so; a rank killed mid-stream fails the
 // in-flight request with an error object and ends the run within 10 s, either way round. Tiny
-// fixtures: replies equal serve's at one rank, split (Qwen3, GLM-4.5 with MTP drafts on rank 0) or
-// replicated (Qwen3.5).
+// fixtures: replies equal serve's at one rank, split (Qwen3, GLM-4.5 with MTP drafts on rank 0, and
+// the hybrids Qwen3.5 and Nemotron-H with their recurrent heads and state slots split).
 #include <fmt/format.h>
 #include <httplib.h>
 #include <catch2/catch.hpp>
@@ -422,15 +422,16 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "serve --tp 2 replies equal serve's at one rank: tiny Qwen3 (split) and Qwen3.5 "
-    "(replicated, recurrent-state slots)",
+    "serve --tp 2 replies equal serve's at one rank: tiny Qwen3, and the hybrids Qwen3.5 and "
+    "Nemotron-H (recurrent heads and state slots split)",
     "[dist][mpi][serve]") {
   if (!ready()) return;
   // Their logits at TP=2 are within 1e-5 of TP=1's or equal (tensor_parallel_test), and these
   // prompts' greedy tokens have no near ties.
   std::vector<std::string> const prompts{"abc abc abc abc abc abc", "hello world hello world hello",
                                          std::string(120, 'x'), "The capital of France is"};
-  for (auto const* name : {"qwen/tiny/tiny-f32.gguf", "qwen/tiny35/tiny-f32.gguf"}) {
+  for (auto const* name :
+       {"qwen/tiny/tiny-f32.gguf", "qwen/tiny35/tiny-f32.gguf", "nemotron/tiny_h/tiny-f32.gguf"}) {
     auto const file = std::string(TF_FIXTURES_DIR) + "/" + name;
     INFO(file);
     auto replies = [&](ranks_run& run) {

@@ -111,6 +111,21 @@ class engine {
       return 0;
     }
   }
+  /// The same on one rank of `ranks`: the state of its share of the recurrent heads where the
+  /// model splits them.
+  static std::uint64_t state_bytes_per_stream(model::model_file const& file,
+                                              dist::tensor_parallel const& ranks) {
+    if constexpr (has_state) {
+      auto const hp = read_hparams(file);
+      if constexpr (requires { model_type::rank_hparams(hp, ranks); })
+        return backend::state_bytes_per_slot(
+            model_type::state_layout(model_type::rank_hparams(hp, ranks)));
+      else
+        return backend::state_bytes_per_slot(model_type::state_layout(hp));
+    } else {
+      return 0;
+    }
+  }
   static std::int64_t context_length(model::model_file const& file) {
     return read_hparams(file).context_length;
   }

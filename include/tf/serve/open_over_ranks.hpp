@@ -80,8 +80,9 @@ bound_shard<file_engine<F, B>> bind_shard(C& comm, std::unique_ptr<model::model_
                                           std::filesystem::path const& path,
                                           open_options const& o) {
   using E = file_engine<F, B>;
-  model_costs costs{F::name, E::kv_bytes_per_token(*file, o.kv, dist::tensor_parallel::over(comm)),
-                    E::state_bytes_per_stream(*file), std::nullopt, 0};
+  auto const ranks = dist::tensor_parallel::over(comm);
+  model_costs costs{F::name, E::kv_bytes_per_token(*file, o.kv, ranks),
+                    E::state_bytes_per_stream(*file, ranks), std::nullopt, 0};
   kv_shape const one_page{1, o.page_tokens, o.kv, E::has_state ? 1 : 0};
   auto e = dist::on_every_rank(comm, "load its shard of the model", [&] {
     return std::make_unique<E>(std::move(file), one_page, split_options<B>(o, comm));
