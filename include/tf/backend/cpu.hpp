@@ -66,6 +66,10 @@ class cpu {
         (o.ranks.split() && !o.ranks.all_reduce_sum))
       throw error("tf: the CPU backend got rank {} of {} ranks{}", o.ranks.rank, o.ranks.size,
                   o.ranks.all_reduce_sum ? "" : " without an all-reduce");
+    if (o.ranks.split() && o.ranks.floats != dist::memory_space::host)
+      throw error(
+          "tf: the CPU backend's ranks must reduce floats in host memory (an MPI "
+          "communicator), not a device's");
     ranks_ = std::move(o.ranks);
   }
 

@@ -15,6 +15,7 @@
 #include <tf/backend/cuda/state_store.hpp>
 #include <tf/backend/cuda/step.hpp>
 #include <tf/backend/store_checks.hpp>
+#include <tf/dist/tensor_parallel.hpp>
 #include <tf/error.hpp>
 #include <tf/model/tensor_type.hpp>
 #include <tf/model/tensor_view.hpp>
@@ -37,6 +38,8 @@ namespace tf::backend {
 struct cuda_options {
   int device = 0;                         // the CUDA device index
   cuda_matmul matmul = cuda_matmul::own;  // tf's kernel, or cuBLASLt for every weight
+  /// The ranks the weights are split over (tensor parallelism over NCCL; one rank by default).
+  dist::tensor_parallel ranks{};
 };
 
 namespace cuda_parts {
@@ -49,6 +52,7 @@ struct matrix {
   std::uint64_t row_bytes = 0;
   device_array<std::byte> bytes;
   std::shared_ptr<blaslt_plan> plan;  // set where cuBLASLt runs this weight
+  bool partial_sum = false;           // a rank's input features: its product is all-reduced
 
   bool empty() const { return rows == 0; }
   kernels::cuda::weight view() const {
@@ -99,8 +103,20 @@ class cuda {
   using buffer = cuda_parts::buffer;
 
   explicit cuda(options o = {}) : device_(cuda_parts::query_device(o.device)) {
+    if (o.ranks.rank < 0 || o.ranks.rank >= o.ranks.size ||
+        (o.ranks.split() && !o.ranks.all_reduce_sum))
+      throw error("tf: the CUDA backend got rank {} of {} ranks{}", o.ranks.rank, o.ranks.size,
+                  o.ranks.all_reduce_sum ? "" : " without an all-reduce");
+    if (o.ranks.split() && o.ranks.floats != dist::memory_space::device)
+      throw error(
+          "tf: the CUDA backend's ranks must reduce floats in device memory (an NCCL "
+          "communicator), not the host's");
     if (o.matmul == cuda_matmul::cublaslt) blaslt_ = std::make_shared<cuda_parts::blaslt>();
+    ranks_ = std::move(o.ranks);
   }
+
+  /// The ranks the weights are split over (tensor parallelism; one rank by default).
+  dist::tensor_parallel const& ranks() const { return ranks_; }
 
   cuda_parts::device_info const& device() const { return device_; }
   /// The cuBLASLt context where options::matmul is cublaslt, else null.
@@ -136,7 +152,7 @@ class cuda {
       throw error("tf: the CUDA backend cannot read {} weights", model::traits_of(m.type).name);
     if (m.layout != kernels::cpu::weight_layout::rows)
       throw error("tf: the CUDA backend reads weights in the file's row order");
-    matrix d{m.type, m.rows, m.cols, m.row_bytes, {}, {}};
+    matrix d{m.type, m.rows, m.cols, m.row_bytes, {}, {}, m.partial_sum};
     d.bytes.upload(m.data,
                    static_cast<std::size_t>(m.row_bytes * static_cast<std::uint64_t>(m.rows)));
     if (blaslt_) d.plan = blaslt_->plan(d.view());
@@ -193,14 +209,10 @@ class cuda {
     kernels::cuda::scale(x.data(), x.rows * x.cols, factor, stream_);
   }
 
+  /// y = x w^T; a row-parallel weight's partial products are all-reduced over the ranks.
   void matmul(matrix const& w, buffer const& x, buffer& y) {
-    if (x.cols != w.cols)
-      throw error("tf: a matmul of {} x {} weights over rows of {}", w.rows, w.cols, x.cols);
-    shape(y, x.rows, w.rows);
-    if (w.plan)
-      blaslt_->run(*w.plan, w.view(), x.data(), y.data(), x.rows, stream_);
-    else
-      kernels::cuda::matmul(w.view(), x.data(), y.data(), x.rows, stream_);
+    multiply(w, x, y);
+    if (w.partial_sum) reduce(y);
   }
 
   void matmul_group(std::initializer_list<std::pair<matrix const&, buffer&>> ws, buffer const& x) {
@@ -384,14 +396,16 @@ class cuda {
     kernels::cuda::moe_combine(moe_.results.data(), moe_.weight.data(), n, static_cast<int>(K),
                                width, routed.data(), stream_);
     if (latent_up) matmul(*latent_up, moe_.lsum, out);
-    if (!shared) return;
-    run_expert(*shared, r.act, xn, moe_.sh);
-    float const* gate = nullptr;
-    if (shared_gate) {
-      matmul(*shared_gate, xn, moe_.gate);
-      gate = moe_.gate.data();
+    if (shared) {
+      run_expert(*shared, r.act, xn, moe_.sh);
+      float const* gate = nullptr;
+      if (shared_gate) {
+        matmul(*shared_gate, xn, moe_.gate);
+        gate = moe_.gate.data();
+      }
+      kernels::cuda::add_scaled(out.data(), moe_.sh.data(), gate, n, hidden, stream_);
     }
-    kernels::cuda::add_scaled(out.data(), moe_.sh.data(), gate, n, hidden, stream_);
+    reduce_partial_moe(experts, shared, out);
   }
 
   /// Logits [logit tokens, vocab] into host memory (a null `logits` leaves them on the device for
@@ -460,18 +474,45 @@ class cuda {
         "copy to the host");
   }
 
-  // down(act(gate x) * up x), or down(act(up x)) without a gate.
+  // y = x w^T on this rank's slice of w, without the all-reduce.
+  void multiply(matrix const& w, buffer const& x, buffer& y) {
+    if (x.cols != w.cols)
+      throw error("tf: a matmul of {} x {} weights over rows of {}", w.rows, w.cols, x.cols);
+    shape(y, x.rows, w.rows);
+    if (w.plan)
+      blaslt_->run(*w.plan, w.view(), x.data(), y.data(), x.rows, stream_);
+    else
+      kernels::cuda::matmul(w.view(), x.data(), y.data(), x.rows, stream_);
+  }
+
+  // The rank-order sum of every rank's partial y, the same bits on every rank. The collectives
+  // run on the communicator's own stream, so this stream's work on y finishes first.
+  void reduce(buffer& y) {
+    if (!ranks_.split()) return;
+    cuda_parts::check(cudaStreamSynchronize(stream_), "the stream before an all-reduce");
+    ranks_.all_reduce_sum(std::span<float>(y.data(), static_cast<std::size_t>(y.rows * y.cols)));
+  }
+
+  // Experts split over the ranks give partial sums (the routed sum, its latent projection and
+  // the shared expert are linear in them): one all-reduce for the layer.
+  void reduce_partial_moe(std::span<expert const> experts, expert const* shared, buffer& out) {
+    if ((!experts.empty() && experts.front().down.partial_sum) ||
+        (shared && shared->down.partial_sum))
+      reduce(out);
+  }
+
+  // down(act(gate x) * up x), or down(act(up x)) without a gate: this rank's part of it.
   void run_expert(expert const& e, activation act, buffer const& x, buffer& y) {
     if (e.gate.empty()) {
-      matmul(e.up, x, moe_.u);
+      multiply(e.up, x, moe_.u);
       kernels::cuda::activate(kind(act), moe_.u.data(), moe_.u.rows * moe_.u.cols, stream_);
-      matmul(e.down, moe_.u, y);
+      multiply(e.down, moe_.u, y);
       return;
     }
-    matmul(e.gate, x, moe_.g);
-    matmul(e.up, x, moe_.u);
+    multiply(e.gate, x, moe_.g);
+    multiply(e.up, x, moe_.u);
     kernels::cuda::glu(kind(act), moe_.g.data(), moe_.u.data(), moe_.g.rows * moe_.g.cols, stream_);
-    matmul(e.down, moe_.g, y);
+    multiply(e.down, moe_.g, y);
   }
 
   static float* slot(state_store& states, batch_row const& r, int layer) {
@@ -480,6 +521,7 @@ class cuda {
   }
 
   cuda_parts::device_info device_;
+  dist::tensor_parallel ranks_;
   std::shared_ptr<cuda_parts::blaslt> blaslt_;  // null for cuda_matmul::own
   kernels::cuda::stream_t stream_ = nullptr;    // the legacy default stream: in order with copies
   step step_;

@@ -56,14 +56,18 @@ struct tensor_parallel {
   /// all holds every rank's `mine` in rank order (a head split by vocabulary gathers its logits);
   /// empty: the head stays whole on every rank.
   std::function<void(std::span<float const> mine, std::span<float> all)> all_gather;
+  /// Where the floats the collectives take live: a backend takes ranks whose floats are in its
+  /// own memory (the CPU host memory, CUDA its device's).
+  memory_space floats = memory_space::host;
 
   bool split() const { return size > 1; }
 
-  /// The ranks of host communicator `c` (which must outlive the result).
-  template <host_communicator C>
+  /// The ranks of communicator `c` (which must outlive the result).
+  template <communicator C>
   static tensor_parallel over(C& c) {
     return {c.rank(), c.size(), [&c](std::span<float> x) { c.all_reduce_sum(x); },
-            [&c](std::span<float const> mine, std::span<float> all) { c.all_gather(mine, all); }};
+            [&c](std::span<float const> mine, std::span<float> all) { c.all_gather(mine, all); },
+            C::float_memory};
   }
 };
 
