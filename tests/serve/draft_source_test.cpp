@@ -294,6 +294,97 @@ TEST_CASE(
   CHECK(off.drafted == 0);
 }
 
+namespace {
+
+// The toy model, recording each decode round: the streams in it and the drafts their rows carry.
+// A decode row is one pending token, plus its drafts with a logits row per token; a prompt chunk
+// of several tokens gives only its last row.
+class round_recorder {
+ public:
+  struct round {
+    std::size_t streams = 0, drafts = 0, most_in_a_row = 0, drafting_rows = 0;
+  };
+  round_recorder() : toy_(96, 16) {}
+  std::size_t vocab_size() const { return toy_.vocab_size(); }
+  std::size_t page_tokens() const { return toy_.page_tokens(); }
+  std::size_t num_pages() const { return toy_.num_pages(); }
+  void copy_page(std::int32_t from, std::int32_t to) { toy_.copy_page(from, to); }
+  void forward(std::span<batch_row const> rows, float* logits) {
+    if (std::all_of(rows.begin(), rows.end(),
+                    [](batch_row const& r) { return r.all_logits || r.tokens.size() == 1; })) {
+      round r{rows.size(), 0, 0, 0};
+      for (auto const& row : rows) {
+        r.drafts += row.tokens.size() - 1;
+        r.most_in_a_row = std::max(r.most_in_a_row, row.tokens.size() - 1);
+        r.drafting_rows += row.tokens.size() > 1;
+      }
+      rounds.push_back(r);
+    }
+    toy_.forward(rows, logits);
+  }
+  std::vector<round> rounds;
+
+ private:
+  toy_model toy_;
+};
+
+}  // namespace
+
+TEST_CASE("a stream drafts beside others only while its acceptance pays; rounds share 32") {
+  draft_config const d;
+  CHECK(d.pays_at(1) == Approx(1 / 2.25));
+  CHECK(d.pays_at(8) == Approx(8 / 9.25));
+  for (bool seeded : {false, true}) {
+    INFO((seeded ? "seeded" : "greedy"));
+    // Short prompts and long replies, so all eight decode together for many rounds.
+    auto reqs = mixed_requests(seeded);
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      reqs[i].prompt.resize(3 + i);
+      reqs[i].max_tokens = 160;
+    }
+    auto const plain = serve_all(reqs, 8, nullptr);
+    auto const seqs = sequences(reqs, plain);
+    {
+      // Always right: every stream keeps drafting; 8 x 6 wanted, 32 given, 4 to each.
+      round_recorder model;
+      auto const got = serve_on<toy_family>(model, reqs, 8, std::make_shared<replay_draft>(seqs));
+      check_same(got, plain);
+      CHECK(got.accepted == got.drafted);
+      bool shared = false;
+      std::size_t counted = 0;
+      for (auto const& r : model.rounds) {
+        INFO(r.streams << " streams, " << r.drafts << " drafts, " << r.most_in_a_row
+                       << " in a row");
+        CHECK(r.drafts <= 32);
+        shared = shared || (r.streams == 8 && r.drafts == 32 && r.most_in_a_row == 4);
+        counted += r.drafts;
+      }
+      CHECK(counted == got.drafted);
+      if (!seeded) CHECK(shared);  // seeded replies end sooner: fewer rounds of all eight
+    }
+    // Right at every other position (half accepted): enough alone (1 / 2.25), too little beside
+    // seven other streams (8 / 9.25), where a stream drafts only when it has regained trust.
+    auto const half = std::make_shared<replay_draft>(seqs, 1);
+    round_recorder eight;
+    check_same(serve_on<toy_family>(eight, reqs, 8, half), plain);
+    std::size_t rows = 0, drafting = 0;
+    for (auto const& r : eight.rounds)
+      if (r.streams == 8) {
+        rows += r.streams;
+        drafting += r.drafting_rows;
+      }
+    if (!seeded) CHECK(rows > 8 * 50);
+    CHECK(drafting > 0);
+    CHECK(drafting * 5 < rows);
+    round_recorder solo;
+    auto const one = serve_on<toy_family>(solo, {reqs[0]}, 8, half);
+    check_same(one, serve_all({reqs[0]}, 8, nullptr));
+    std::size_t solo_drafting = 0;
+    for (auto const& r : solo.rounds) solo_drafting += r.drafting_rows;
+    CHECK(solo_drafting * 10 > solo.rounds.size() * 9);
+  }
+}
+
 TEST_CASE("drafts that keep failing pause: far fewer drafted tokens than rounds x max") {
   auto reqs = mixed_requests(false);
   auto const r = serve_all(reqs, 8, std::make_shared<always_wrong_draft>());

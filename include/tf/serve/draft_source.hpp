@@ -84,6 +84,18 @@ struct draft_config {
   std::shared_ptr<draft_source> source;  // null: decode one token per stream per round
   std::size_t max_tokens = 8;            // most drafts in one stream's verify row
   std::size_t round_tokens = 32;         // most drafts in one round, over all streams
+  // The part of a round's time that does not grow with its rows (the weights read once, the
+  // round's fixed work), in rows' worth of the per-row arithmetic; see pays_at.
+  double fixed_rows = 1.25;
+
+  /// The acceptance a stream's drafts need in a round where `streams` streams decode. A round
+  /// of R rows takes about (fixed_rows + R) row-times; without drafts S streams emit S tokens
+  /// in (fixed_rows + S), so one more row pays when it adds more than S / (fixed_rows + S)
+  /// tokens: little at one stream, nearly a whole token once plain decode fills the batch.
+  double pays_at(std::size_t streams) const {
+    auto const s = static_cast<double>(streams);
+    return s / (fixed_rows + s);
+  }
 };
 
 }  // namespace tf::serve

@@ -228,6 +228,7 @@ class lane_host {
     std::size_t draft_len = 0;         // drafts to ask for: follows the measured acceptance
     std::size_t draft_pause = 0;       // rounds left without drafts after they kept failing
     std::size_t draft_backoff = 0;     // the next pause's length
+    double draft_rate = 1;             // recent share of drafted tokens accepted
     std::int32_t draft_slot = -1;      // slotted pools: the state before the verify row
     std::vector<sample::sample_result> verdict;  // this round's tokens, to emit in order
     clock::time_point arrived, last_token;
@@ -396,6 +397,7 @@ class lane_host {
     l.history = l.req.prompt;
     l.sampler.emplace(l.req.sampling);
     l.draft_len = draft_.max_tokens;
+    l.draft_rate = 1;
     auto const n = l.req.prompt.size();
     l.held = std::max<std::int64_t>(l.reused, 0);
     // Reuse at most prompt-1 tokens: the last one runs again to give the first logits.
@@ -642,12 +644,12 @@ class lane_host {
     }
     if (row_lanes.empty()) return;
     // Each lane's row: its pending token, then its drafts (tokens grows first, spans after).
-    std::size_t budget = draft_.round_tokens;
+    share_budget(row_lanes);
     bool drafted = false;
-    for (auto* l : row_lanes) {
+    for (std::size_t i = 0; i < row_lanes.size(); ++i) {
+      auto* l = row_lanes[i];
       tokens.push_back(l->pending);
-      propose(*l, budget);
-      budget -= l->drafts.size();
+      propose(*l, draft_caps_[i]);
       drafted = drafted || !l->drafts.empty();
       tokens.insert(tokens.end(), l->drafts.begin(), l->drafts.end());
     }
@@ -732,19 +734,59 @@ class lane_host {
     model_.forward(std::span<batch_row const>(replay_rows_), logits.data());
   }
 
-  // Asks the draft source for tokens to follow the lane's pending one, within the round's
-  // budget, the tokens the stream may still generate and its window.
-  void propose(lane& l, std::size_t budget) {
+  // The drafts the lane would ask for this round: its adaptive length within the tokens the
+  // stream may still generate and its window (none while paused or off).
+  std::size_t wanted(lane const& l) const {
+    if (!drafts_on_ || !l.req.draft || l.draft_pause > 0) return 0;
+    // The row writes positions pos .. pos + k: within the promise (prompt + max_tokens, with
+    // `generated` counting the pending token) and the window.
+    auto const left = static_cast<std::size_t>(std::max(0, l.req.max_tokens - l.generated));
+    return std::min({l.draft_len, left, cfg_.context - l.pos - 1});
+  }
+
+  // Shares the round's budget among the lanes whose recent acceptance pays for verify rows
+  // beside the round's other streams (draft_config::pays_at), by water-filling: every lane gets
+  // up to a common level, so a stream's first drafts, the likeliest accepted, come before
+  // another's last ones; the lanes past the level take turns from round to round. A lane held
+  // back regains trust slowly, so it drafts again now and then and its rate is measured anew.
+  // draft_caps_[i] is lane i's share.
+  void share_budget(std::vector<lane*> const& lanes) {
+    auto const n = lanes.size();
+    auto const need = draft_.pays_at(n);
+    wants_.assign(n, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      auto& l = *lanes[i];
+      wants_[i] = wanted(l);
+      if (wants_[i] == 0 || l.draft_rate >= need) continue;
+      wants_[i] = 0;
+      l.draft_rate += (1 - l.draft_rate) / regain_rounds;
+    }
+    draft_caps_.assign(n, 0);
+    auto budget = draft_.round_tokens;
+    auto const first = share_turn_++ % n;
+    for (bool more = true; more && budget > 0;) {
+      more = false;
+      for (std::size_t j = 0; j < n && budget > 0; ++j) {
+        auto const i = (first + j) % n;
+        if (draft_caps_[i] < wants_[i]) {
+          ++draft_caps_[i];
+          --budget;
+          more = true;
+        }
+      }
+    }
+  }
+
+  // Asks the draft source for up to `cap` tokens to follow the lane's pending one (cap: its share
+  // of the round's budget, at most wanted()).
+  void propose(lane& l, std::size_t cap) {
     l.drafts.clear();
     if (!drafts_on_ || !l.req.draft) return;
     if (l.draft_pause > 0) {
       --l.draft_pause;
       return;
     }
-    // The row writes positions pos .. pos + k: within the promise (prompt + max_tokens, with
-    // `generated` counting the pending token) and the window.
-    auto const left = static_cast<std::size_t>(std::max(0, l.req.max_tokens - l.generated));
-    auto const k = std::min({l.draft_len, budget, left, cfg_.context - l.pos - 1});
+    auto const k = std::min(cap, wanted(l));
     if (k == 0) return;
     draft_.source->propose(l.history, k, l.drafts);
     if (l.drafts.size() > k) l.drafts.resize(k);
@@ -800,6 +842,7 @@ class lane_host {
   // accepted run after a partial one; drafts that keep failing pause for a doubling while.
   void adapt(lane& l, std::size_t k, std::size_t accepted) {
     auto const most = draft_.max_tokens;
+    l.draft_rate += (static_cast<double>(accepted) / static_cast<double>(k) - l.draft_rate) / 4;
     if (accepted == k) {
       l.draft_len = std::min(most, 2 * k);
       l.draft_backoff = 0;
@@ -858,6 +901,8 @@ class lane_host {
 
   // The logits rows of one scored prompt chunk: a bounded buffer beside the ledger's memory.
   static constexpr std::size_t score_bytes = std::size_t{32} << 20;
+  // A lane held back by its acceptance regains 1/regain_rounds of the gap to full trust a round.
+  static constexpr double regain_rounds = 32;
 
   Model& model_;
   host_config cfg_;
@@ -896,6 +941,9 @@ class lane_host {
   std::vector<std::int32_t> score_scratch_;     // engine thread only: score_token's ranking
   std::vector<std::int32_t> judged_history_;    // engine thread only: history with accepted drafts
   std::vector<batch_row> replay_rows_;          // engine thread only: rows of accepted tokens
+  std::vector<std::size_t> draft_caps_;         // engine thread only: each lane's drafts this round
+  std::vector<std::size_t> wants_;              // engine thread only: what each lane may draft
+  std::size_t share_turn_ = 0;                  // engine thread only: who is first past the level
   std::thread engine_;
 };
 
