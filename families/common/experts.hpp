@@ -3,7 +3,7 @@
 /// transformers 5's fused checkpoints), or one tensor per expert (HF), described as host matrices
 /// and uploaded to the backend.
 #include <families/common/tensor_binder.hpp>
-#include <tf/backend/cpu.hpp>
+#include <tf/backend/host_matrix.hpp>
 #include <tf/error.hpp>
 #include <tf/model/tensor_names.hpp>
 #include <tf/model/tensor_type.hpp>

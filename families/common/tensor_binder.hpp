@@ -4,7 +4,7 @@
 /// tensor parallelism (a backend whose `ranks()` splits) each role's shard kind decides the slice
 /// a rank binds: the rows of a column-parallel weight, the columns of a row-parallel one.
 #include <kernels/cpu/dequant.hpp>
-#include <tf/backend/cpu.hpp>
+#include <tf/backend/host_matrix.hpp>
 #include <tf/dist/tensor_parallel.hpp>
 #include <tf/error.hpp>
 #include <tf/model/tensor_names.hpp>

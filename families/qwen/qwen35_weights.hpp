@@ -17,7 +17,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -60,9 +59,6 @@ struct qwen35_weights {
   typename B::matrix embd, output;
   typename B::vector output_norm;
   std::vector<qwen35_layer_weights<B>> layers;
-  /// Rows a loader copied into another order (Qwen3-Next's interleaved projections), kept where
-  /// the backend's matrices point at host memory.
-  std::vector<std::shared_ptr<std::vector<std::byte> const>> host_rows;
 };
 
 /// An HF model seen under Qwen3_5ForCausalLM's names: a multimodal wrapper keeps the text model's
@@ -236,7 +232,7 @@ void bind_moe(Layer& l, Binder const& b, qwen35_hparams const& hp, int i) {
 }
 
 /// Binds the weights of `file` to `be` as bind_qwen35_weights does, but for each GDN layer i
-/// calls `projections(w, layer, binder, i, heads)` to bind its input projections (qkv, z, b, a)
+/// calls `projections(layer, binder, i, heads)` to bind its input projections (qkv, z, b, a)
 /// for this rank's `heads`; `family` names the family in the errors. Under tensor parallelism
 /// each rank binds its share of the attention and GDN heads and of the MLP's and experts' widths.
 template <class File, class B, class Projections>
@@ -265,7 +261,7 @@ qwen35_weights<B> bind_hybrid_weights(File const& file, qwen35_hparams const& hp
     if (hp.is_full_attention(i)) {
       bind_attention(l, b, w.hp, i, shift);
     } else {
-      projections(w, l, b, i, heads);
+      projections(l, b, i, heads);
       bind_delta(l, b, hp, i, heads);
     }
     if (hp.is_moe(i)) {
@@ -289,8 +285,7 @@ template <class File, class B>
 qwen35_weights<B> bind_qwen35_weights(File const& file, qwen35_hparams const& hp, name_style style,
                                       B& be) {
   return qwen35_detail::bind_hybrid_weights(
-      file, hp, style, be, "qwen35",
-      [&](auto&, auto& layer, auto const& b, int i, auto const& heads) {
+      file, hp, style, be, "qwen35", [&](auto& layer, auto const& b, int i, auto const& heads) {
         qwen35_detail::bind_flat_projections(layer, b, hp, i, heads);
       });
 }

@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
-#include <memory>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -41,30 +40,30 @@ inline std::vector<std::int64_t> part_rows(std::span<index_run const> groups, st
   return rows;
 }
 
-/// Rows `order` of m, copied in that order, uploaded to `be`; the copy stays in w.host_rows when
-/// the backend's matrices are host descriptions (they point at it), else the backend has its own.
+/// Rows `order` of m, copied in that order, uploaded to `be`: a backend that reads host memory
+/// keeps the copy (and counts it among its weights), one with its own memory copies it there.
 template <class B>
 typename B::matrix upload_rows(B& be, backend::host_matrix const& m,
-                               std::span<std::int64_t const> order, qwen35_weights<B>& w) {
-  auto bytes = std::make_shared<std::vector<std::byte>>(order.size() * m.row_bytes);
+                               std::span<std::int64_t const> order) {
+  std::vector<std::byte> bytes(order.size() * m.row_bytes);
   for (std::size_t i = 0; i < order.size(); ++i)
-    std::memcpy(bytes->data() + i * m.row_bytes,
+    std::memcpy(bytes.data() + i * m.row_bytes,
                 m.data + static_cast<std::uint64_t>(order[i]) * m.row_bytes, m.row_bytes);
   auto rows = m;
   rows.rows = static_cast<std::int64_t>(order.size());
-  rows.data = bytes->data();
-  auto bound = be.upload(rows);
-  if constexpr (std::is_same_v<typename B::matrix, backend::host_matrix>)
-    w.host_rows.push_back(std::move(bytes));
-  return bound;
+  rows.data = bytes.data();
+  if constexpr (requires { be.upload_owned(std::move(bytes), rows); })
+    return be.upload_owned(std::move(bytes), rows);
+  else
+    return be.upload(rows);
 }
 
 /// GDN layer i's input projections as the forward reads them: qkv [q_all, k_all, v_all], z, b, a,
 /// value head g r + i in HF's order (it reads k-head g); the rows of this rank's `heads` (the
 /// k-head groups `heads.k`), `hp` the whole model's.
 template <class B, class Binder>
-void bind_projections(qwen35_weights<B>& w, qwen35_layer_weights<B>& l, Binder const& b,
-                      qwen35_hparams const& hp, int i, qwen35_delta_heads const& heads) {
+void bind_projections(qwen35_layer_weights<B>& l, Binder const& b, qwen35_hparams const& hp, int i,
+                      qwen35_delta_heads const& heads) {
   using model::tensor_role;
   std::int64_t const h = hp.hidden_size, nk = hp.linear_num_key_heads;
   std::int64_t const nv = hp.linear_num_value_heads, r = nv / nk, dk = hp.linear_key_head_dim;
@@ -81,8 +80,8 @@ void bind_projections(qwen35_weights<B>& w, qwen35_layer_weights<B>& l, Binder c
     auto qkv = part_rows(heads.k, width, 0, dk);
     for (auto part : {part_rows(heads.k, width, dk, dk), part_rows(heads.k, width, 2 * dk, rv)})
       qkv.insert(qkv.end(), part.begin(), part.end());
-    d.qkv = upload_rows(b.be, m, qkv, w);
-    d.z = upload_rows(b.be, m, part_rows(heads.k, width, 2 * dk + rv, rv), w);
+    d.qkv = upload_rows(b.be, m, qkv);
+    d.z = upload_rows(b.be, m, part_rows(heads.k, width, 2 * dk + rv, rv));
   } else {
     d.qkv = b.rows_at(b.find(tensor_role::ssm_in, i, false), hp.conv_dim(), h,
                       qwen35_detail::qkv_runs(hp, heads));
@@ -90,8 +89,8 @@ void bind_projections(qwen35_weights<B>& w, qwen35_layer_weights<B>& l, Binder c
                     features_of(heads.v, hp.linear_value_head_dim));
   }
   auto const ba = b.host_of(qwen35_detail::find(b, qwen3_next_in_proj_ba, i, false), 2 * nv, h);
-  d.b = upload_rows(b.be, ba, part_rows(heads.k, 2 * r, 0, r), w);
-  d.a = upload_rows(b.be, ba, part_rows(heads.k, 2 * r, r, r), w);
+  d.b = upload_rows(b.be, ba, part_rows(heads.k, 2 * r, 0, r));
+  d.a = upload_rows(b.be, ba, part_rows(heads.k, 2 * r, r, r));
 }
 
 }  // namespace qwen3_next_detail
@@ -102,9 +101,8 @@ template <class File, class B>
 qwen35_weights<B> bind_qwen3_next_weights(File const& file, qwen35_hparams const& hp,
                                           name_style style, B& be) {
   return qwen35_detail::bind_hybrid_weights(
-      file, hp, style, be, "qwen3_next",
-      [&](auto& w, auto& layer, auto const& b, int i, auto const& heads) {
-        qwen3_next_detail::bind_projections(w, layer, b, hp, i, heads);
+      file, hp, style, be, "qwen3_next", [&](auto& layer, auto const& b, int i, auto const& heads) {
+        qwen3_next_detail::bind_projections(layer, b, hp, i, heads);
       });
 }
 

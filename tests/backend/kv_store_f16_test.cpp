@@ -3,7 +3,7 @@
 #include <kernels/cpu/quant_blocks.hpp>
 #include <kernels/cpu/thread_pool.hpp>
 #include <tf/backend/cpu/kv_store.hpp>
-#include <tf/backend/cpu/step.hpp>
+#include <tf/backend/host_step.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -15,7 +15,7 @@
 namespace {
 
 using tf::backend::cpu_parts::kv_store;
-using tf::backend::cpu_parts::step;
+using step = tf::backend::host_step;
 
 std::vector<float> random_f32(std::size_t n, std::mt19937& gen) {
   std::normal_distribution<float> d(0.0f, 1.0f);

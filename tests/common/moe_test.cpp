@@ -35,8 +35,9 @@ std::vector<float> random_values(std::size_t n, unsigned seed, float sd) {
 
 // An F32 matrix [rows, cols] over `v`.
 cpu::matrix f32_matrix(std::vector<float> const& v, std::int64_t rows, std::int64_t cols) {
-  return {tf::model::tensor_type::f32, rows, cols, reinterpret_cast<std::byte const*>(v.data()),
-          static_cast<std::uint64_t>(cols) * sizeof(float)};
+  return tf::backend::host_matrix{tf::model::tensor_type::f32, rows, cols,
+                                  reinterpret_cast<std::byte const*>(v.data()),
+                                  static_cast<std::uint64_t>(cols) * sizeof(float)};
 }
 
 // Experts stored as one stacked F32 tensor per projection, as GGUF's ffn_*_exps, plus a router
@@ -125,17 +126,17 @@ routing_params softmax_top2() {
 TEST_CASE("top_k picks the highest scores, ties to the lower expert") {
   float const scores[] = {0.1f, 0.7f, 0.3f, 0.7f, 0.3f};
   std::int32_t p[5];
-  cpu::top_k(scores, nullptr, 5, 3, p);
+  tf::backend::top_k(scores, nullptr, 5, 3, p);
   CHECK(p[0] == 1);
   CHECK(p[1] == 3);
   CHECK(p[2] == 2);
   char const allowed[] = {1, 0, 1, 1, 1};  // expert 1 out of reach
-  cpu::top_k(scores, allowed, 5, 3, p);
+  tf::backend::top_k(scores, allowed, 5, 3, p);
   CHECK(p[0] == 3);
   CHECK(p[1] == 2);
   CHECK(p[2] == 4);
-  CHECK_THROWS_AS(cpu::top_k(scores, nullptr, 5, 6, p), tf::error);
-  CHECK_THROWS_AS(cpu::top_k(scores, allowed, 5, 5, p), tf::error);
+  CHECK_THROWS_AS(tf::backend::top_k(scores, nullptr, 5, 6, p), tf::error);
+  CHECK_THROWS_AS(tf::backend::top_k(scores, allowed, 5, 5, p), tf::error);
 }
 
 TEST_CASE("softmax top-k routing weighs the picks by their probabilities") {
@@ -145,7 +146,7 @@ TEST_CASE("softmax top-k routing weighs the picks by their probabilities") {
   routing_params r{routing_kind::softmax_top_k, 5, 3, false, 1.0f};
   std::int32_t pick[3];
   float weight[3];
-  cpu::route(r, logits, nullptr, pick, weight);
+  tf::backend::route(r, logits, nullptr, pick, weight);
   CHECK(pick[0] == 1);  // ties go to the lower expert
   CHECK(pick[1] == 3);
   CHECK(pick[2] == 2);
@@ -153,11 +154,11 @@ TEST_CASE("softmax top-k routing weighs the picks by their probabilities") {
   CHECK(weight[2] == Approx(std::exp(1.0) / z));
   r.normalize = true;
   r.scale = 2.0f;
-  cpu::route(r, logits, nullptr, pick, weight);
+  tf::backend::route(r, logits, nullptr, pick, weight);
   CHECK(weight[0] + weight[1] + weight[2] == Approx(2.0f));
   CHECK(weight[0] == Approx(2.0 * std::exp(2.0) / (2 * std::exp(2.0) + std::exp(1.0))));
   r.k = 6;
-  CHECK_THROWS_AS(cpu::route(r, logits, nullptr, pick, weight), tf::error);
+  CHECK_THROWS_AS(tf::backend::route(r, logits, nullptr, pick, weight), tf::error);
 }
 
 TEST_CASE("sigmoid routing picks by score plus bias in the best groups, weighs by the score") {
@@ -168,7 +169,7 @@ TEST_CASE("sigmoid routing picks by score plus bias in the best groups, weighs b
   routing_params r{routing_kind::sigmoid_groups, 8, 2, false, 1.0f, 1, 1};
   std::int32_t pick[2];
   float weight[2];
-  cpu::route(r, logits, bias, pick, weight);
+  tf::backend::route(r, logits, bias, pick, weight);
   CHECK(pick[0] == 6);
   CHECK(pick[1] == 0);
   CHECK(weight[0] == sig(0.5f));
@@ -176,13 +177,13 @@ TEST_CASE("sigmoid routing picks by score plus bias in the best groups, weighs b
   // With groups, only the best top_groups (by their two best biased scores) compete.
   r.groups = 4;
   r.top_groups = 1;
-  cpu::route(r, logits, bias, pick, weight);
+  tf::backend::route(r, logits, bias, pick, weight);
   CHECK(pick[0] == 0);
   CHECK(pick[1] == 1);
   r.top_groups = 2;
   r.normalize = true;
   r.scale = 2.5f;
-  cpu::route(r, logits, bias, pick, weight);
+  tf::backend::route(r, logits, bias, pick, weight);
   CHECK(pick[0] == 6);
   CHECK(pick[1] == 0);
   CHECK(weight[0] + weight[1] == Approx(2.5f));
@@ -202,8 +203,8 @@ TEST_CASE("run_moe matches the routed per-expert SwiGLU sum, plus the shared exp
   std::vector<std::int32_t> pick(static_cast<std::size_t>(rows * 2));
   std::vector<float> weight(pick.size());
   for (std::int64_t t = 0; t < rows; ++t)
-    cpu::route(r, logits.data() + t * n_expert, nullptr, pick.data() + t * 2,
-               weight.data() + t * 2);
+    tf::backend::route(r, logits.data() + t * n_expert, nullptr, pick.data() + t * 2,
+                       weight.data() + t * 2);
   for (bool with_shared : {false, true}) {
     INFO("shared expert " << with_shared);
     std::vector<float> out(static_cast<std::size_t>(rows * hidden), 1.0f);  // replaced
@@ -287,11 +288,13 @@ TEST_CASE("ungated relu² experts in a latent width, a gated shared expert (Nemo
     std::vector<float> const& u = ups;
     experts.push_back(
         {{},
-         {tf::model::tensor_type::f32, n_ff, latent,
-          reinterpret_cast<std::byte const*>(u.data() + e * n_ff * latent), latent * sizeof(float)},
-         {tf::model::tensor_type::f32, latent, n_ff,
-          reinterpret_cast<std::byte const*>(downs.data() + e * latent * n_ff),
-          n_ff * sizeof(float)}});
+         tf::backend::host_matrix{tf::model::tensor_type::f32, n_ff, latent,
+                                  reinterpret_cast<std::byte const*>(u.data() + e * n_ff * latent),
+                                  latent * sizeof(float)},
+         tf::backend::host_matrix{
+             tf::model::tensor_type::f32, latent, n_ff,
+             reinterpret_cast<std::byte const*>(downs.data() + e * latent * n_ff),
+             n_ff * sizeof(float)}});
   }
   cpu::expert const shared{{}, f32_matrix(sh_up, n_ff, hidden), f32_matrix(sh_down, hidden, n_ff)};
   auto const down = f32_matrix(fc1, latent, hidden), up = f32_matrix(fc2, hidden, latent);
@@ -387,8 +390,8 @@ TEST_CASE("row_slice splits a fused gate_up expert into its gate and up rows") {
   CHECK(g.rows == n_ff);
   CHECK(u.cols == hidden);
   std::vector<float> row(static_cast<std::size_t>(hidden));
-  u.dequantize_row(1, row.data());
+  cpu::matrix(u).dequantize_row(1, row.data());
   CHECK(row[0] == v[static_cast<std::size_t>((2 * 2 * n_ff + n_ff + 1) * hidden)]);
-  g.dequantize_row(0, row.data());
+  cpu::matrix(g).dequantize_row(0, row.data());
   CHECK(row[5] == v[static_cast<std::size_t>(2 * 2 * n_ff * hidden + 5)]);
 }

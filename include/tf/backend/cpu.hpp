@@ -12,7 +12,8 @@
 #include <tf/backend/cpu/moe.hpp>
 #include <tf/backend/cpu/recurrent.hpp>
 #include <tf/backend/cpu/state_store.hpp>
-#include <tf/backend/cpu/step.hpp>
+#include <tf/backend/host_matrix.hpp>
+#include <tf/backend/host_step.hpp>
 #include <tf/backend/store_checks.hpp>
 #include <tf/dist/tensor_parallel.hpp>
 #include <tf/error.hpp>
@@ -32,7 +33,6 @@
 namespace tf::backend {
 
 /// A weight matrix as a file holds it, in host memory: what binders describe for every backend.
-using host_matrix = cpu_parts::matrix;
 
 /// The CPU backend's settings.
 struct cpu_options {
@@ -48,7 +48,7 @@ class cpu {
   using options = cpu_options;
   using matrix = cpu_parts::matrix;
   using vector = std::vector<float>;
-  using step = cpu_parts::step;
+  using step = host_step;
   using kv_store = cpu_parts::kv_store;
   using state_store = cpu_parts::state_store;
   using expert = cpu_parts::expert;

@@ -7,13 +7,14 @@
 /// and cuBLASLt's (cuda_options::matmul).
 #include <kernels/cuda/launch.hpp>
 #include <tf/backend/backend.hpp>
-#include <tf/backend/cpu.hpp>
 #include <tf/backend/cuda/blaslt.hpp>
 #include <tf/backend/cuda/device.hpp>
 #include <tf/backend/cuda/kv_store.hpp>
 #include <tf/backend/cuda/sampling.hpp>
 #include <tf/backend/cuda/state_store.hpp>
 #include <tf/backend/cuda/step.hpp>
+#include <tf/backend/host_matrix.hpp>
+#include <tf/backend/routing.hpp>
 #include <tf/backend/store_checks.hpp>
 #include <tf/dist/tensor_parallel.hpp>
 #include <tf/error.hpp>
@@ -70,7 +71,8 @@ struct vector {
   float const* data() const { return values.data(); }
 };
 
-/// One expert's MLP (see cpu_parts::expert).
+/// One expert's MLP: gate and up [n_ff, hidden], down [hidden, n_ff]; without a gate, down(act(up
+/// x)).
 struct expert {
   matrix gate, up, down;
 };
@@ -150,8 +152,6 @@ class cuda {
   matrix upload(host_matrix m) const {
     if (!m.empty() && !kernels::cuda::supports(static_cast<std::uint32_t>(m.type)))
       throw error("tf: the CUDA backend cannot read {} weights", model::traits_of(m.type).name);
-    if (m.layout != kernels::cpu::weight_layout::rows)
-      throw error("tf: the CUDA backend reads weights in the file's row order");
     matrix d{m.type, m.rows, m.cols, m.row_bytes, {}, {}, m.partial_sum};
     d.bytes.upload(m.data,
                    static_cast<std::size_t>(m.row_bytes * static_cast<std::uint64_t>(m.rows)));
@@ -338,8 +338,8 @@ class cuda {
     });
   }
 
-  /// The MoE layer as the CPU backend runs it (cpu_parts::run_moe): the router on the device, the
-  /// picks on the host (the CPU's routing, so both backends choose alike), each chosen expert once
+  /// The MoE layer as the CPU backend runs it: the router on the device, the picks on the host
+  /// (backend::route, the CPU backend's too, so both choose alike), each chosen expert once
   /// over the rows that chose it, the picks summed per token in pick order.
   void moe(step const& s, routing_params const& r, matrix const& router, vector const& bias,
            std::span<expert const> experts, expert const* shared, matrix const* shared_gate,
@@ -358,8 +358,8 @@ class cuda {
     std::vector<std::int32_t> pick(static_cast<std::size_t>(n * K));
     std::vector<float> weight(pick.size());
     for (std::int64_t t = 0; t < n; ++t)
-      cpu_parts::route(r, logits.data() + t * r.experts, bias.empty() ? nullptr : bias.host.data(),
-                       pick.data() + t * K, weight.data() + t * K);
+      route(r, logits.data() + t * r.experts, bias.empty() ? nullptr : bias.host.data(),
+            pick.data() + t * K, weight.data() + t * K);
     if (record_routes_) routes_.push_back(pick);
     buffer const* ex = &xn;
     if (latent_down) {

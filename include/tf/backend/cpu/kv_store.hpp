@@ -7,8 +7,8 @@
 #include <kernels/cpu/thread_pool.hpp>
 #include <kernels/cpu/vec_math.hpp>
 #include <tf/backend/backend.hpp>
-#include <tf/backend/cpu/step.hpp>
 #include <tf/backend/cpu/zeroed_array.hpp>
+#include <tf/backend/host_step.hpp>
 #include <tf/backend/store_checks.hpp>
 #include <tf/batch.hpp>
 #include <tf/error.hpp>
@@ -68,7 +68,7 @@ class uniform_kv_store {
   }
 
   /// Stores token t's K and V (kv_heads x head_dim each) at its position in `layer`'s pages.
-  void store(step const& s, int layer, std::int64_t t, float const* ks, float const* vs) {
+  void store(host_step const& s, int layer, std::int64_t t, float const* ks, float const* vs) {
     std::int64_t const kv_dim = static_cast<std::int64_t>(layout_.kv_heads) * layout_.head_dim;
     std::size_t const at = kv_at(s, t, s.position(t));
     auto const l = static_cast<std::size_t>(layer);
@@ -83,8 +83,8 @@ class uniform_kv_store {
 
   /// Causal attention of the step's tokens over `layer`'s pages (see attention_params). q and out
   /// are [n, heads, head_dim]; query head h reads KV head h / (heads / kv_heads).
-  void attend(kernels::cpu::thread_pool& pool, step const& s, int layer, float const* q, float* out,
-              attention_params const& a) const {
+  void attend(kernels::cpu::thread_pool& pool, host_step const& s, int layer, float const* q,
+              float* out, attention_params const& a) const {
     if (a.kv_heads != layout_.kv_heads || a.head_dim != layout_.head_dim || a.heads <= 0 ||
         a.heads % a.kv_heads != 0)
       throw error("tf: attention of {} heads over {} KV heads of {} against a store of {} x {}",
@@ -103,7 +103,7 @@ class uniform_kv_store {
 
  private:
   // Element offset of position `pos` of token t's stream in one layer's storage.
-  std::size_t kv_at(step const& s, std::int64_t t, std::int32_t pos) const {
+  std::size_t kv_at(host_step const& s, std::int64_t t, std::int32_t pos) const {
     auto const& row = s.row_of(t);
     auto const page = row.page_table[static_cast<std::size_t>(pos / kv_.page_tokens)];
     std::size_t const offset = static_cast<std::size_t>(pos % kv_.page_tokens);
@@ -121,7 +121,7 @@ class uniform_kv_store {
   // item is up to 8 consecutive tokens of one stream, each with G query heads of one KV head (G
   // as in attention), so each K and V row is converted once for the G and read from L1 by the
   // tile's tokens; every head's sums are the same for every G, tile and thread count.
-  void attention_f16(kernels::cpu::thread_pool& pool, step const& s, std::int64_t n,
+  void attention_f16(kernels::cpu::thread_pool& pool, host_step const& s, std::int64_t n,
                      std::int64_t nh, float const* q, float* att, std::uint16_t const* K,
                      std::uint16_t const* V, float scale, std::int32_t window,
                      float softcap) const {
@@ -136,7 +136,7 @@ class uniform_kv_store {
     std::int64_t t, kvh, h0;
     std::int32_t lo, p;
   };
-  head_item item_of(step const& s, std::int64_t w, int G, std::int64_t per_kv,
+  head_item item_of(host_step const& s, std::int64_t w, int G, std::int64_t per_kv,
                     std::int32_t window) const {
     std::int64_t const t = w / (layout_.kv_heads * per_kv), kvh = w / per_kv % layout_.kv_heads;
     std::int32_t const p = s.position(t);
@@ -156,7 +156,7 @@ class uniform_kv_store {
   }
 
   template <int G>
-  void attention_f16_in(kernels::cpu::thread_pool& pool, step const& s, std::int64_t n,
+  void attention_f16_in(kernels::cpu::thread_pool& pool, host_step const& s, std::int64_t n,
                         std::int64_t nh, float const* q, float* att, std::uint16_t const* K,
                         std::uint16_t const* V, float scale, std::int32_t window,
                         float softcap) const {
@@ -271,8 +271,8 @@ class uniform_kv_store {
   // KV head, so each K and V row is read and converted once for the G; G is as large as still
   // gives every thread an item, and each score and output has the same bits for every G.
   template <class T>
-  void attention(kernels::cpu::thread_pool& pool, step const& s, std::int64_t n, std::int64_t nh,
-                 float const* q, float* att, T const* K, T const* V, float scale,
+  void attention(kernels::cpu::thread_pool& pool, host_step const& s, std::int64_t n,
+                 std::int64_t nh, float const* q, float* att, T const* K, T const* V, float scale,
                  std::int32_t window, float softcap) const {
     by_head_group(pool.size(), n, nh, [&](auto g) {
       attention_in<decltype(g)::value>(pool, s, n, nh, q, att, K, V, scale, window, softcap);
@@ -280,9 +280,9 @@ class uniform_kv_store {
   }
 
   template <int G, class T>
-  void attention_in(kernels::cpu::thread_pool& pool, step const& s, std::int64_t n, std::int64_t nh,
-                    float const* q, float* att, T const* K, T const* V, float scale,
-                    std::int32_t window, float softcap) const {
+  void attention_in(kernels::cpu::thread_pool& pool, host_step const& s, std::int64_t n,
+                    std::int64_t nh, float const* q, float* att, T const* K, T const* V,
+                    float scale, std::int32_t window, float softcap) const {
     namespace rows = kernels::cpu::kv_rows;
     // Keys per pass: G * KP sums (or weights) fit in the registers.
     constexpr int KP = G == 4 ? 2 : 4;
@@ -407,7 +407,7 @@ class kv_store {
   }
 
   /// Stores token t's K and V at its position in `layer`'s pages (a shared layer holds none).
-  void store(step const& s, int layer, std::int64_t t, float const* ks, float const* vs) {
+  void store(host_step const& s, int layer, std::int64_t t, float const* ks, float const* vs) {
     if (layout_.layer(checked(layer)).shares >= 0)
       throw error("tf: KV layer {} reads layer {}'s KV and holds none to write", layer,
                   layout_.layer(layer).shares);
@@ -416,8 +416,8 @@ class kv_store {
   }
 
   /// Causal attention of the step's tokens over `layer`'s pages (its source's when shared).
-  void attend(kernels::cpu::thread_pool& pool, step const& s, int layer, float const* q, float* out,
-              attention_params const& a) const {
+  void attend(kernels::cpu::thread_pool& pool, host_step const& s, int layer, float const* q,
+              float* out, attention_params const& a) const {
     auto const at = at_[static_cast<std::size_t>(checked(layer))];
     stores_[static_cast<std::size_t>(at.store)].attend(pool, s, at.layer, q, out, a);
   }

@@ -1,7 +1,8 @@
 #pragma once
 /// The CPU backend's scalar steps, rounded as llama.cpp's CPU path rounds them: RMSNorm, RoPE
-/// angles and rotation, gelu (tanh) and silu.
+/// rotation (the angles: rope_angles.hpp), gelu (tanh) and silu.
 #include <kernels/cpu/vec_math.hpp>
+#include <tf/backend/rope_angles.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -15,32 +16,6 @@ inline void rmsnorm(float const* x, float const* w, float* out, std::int64_t n, 
   float const mean = static_cast<float>(ss / static_cast<double>(n));
   float const inv = 1.0f / std::sqrt(mean + eps);
   for (std::int64_t i = 0; i < n; ++i) out[i] = (x[i] * inv) * w[i];
-}
-
-/// cos (c [dim/2]) and sin (s [dim/2]) of NeoX RoPE's angles freq_scale * pos * theta^(-2i / dim),
-/// in f32 with each frequency the previous one times theta^(-2 / dim) (llama.cpp's bits).
-inline void rope_neox_angles(double pos, double theta, std::int64_t dim, float* c, float* s,
-                             float freq_scale = 1.0f) {
-  std::int64_t const half = dim / 2;
-  float const step = std::pow(static_cast<float>(theta), -2.0f / static_cast<float>(dim));
-  float a = static_cast<float>(pos);
-  for (std::int64_t i = 0; i < half; ++i) {
-    float const t = freq_scale * a;
-    c[i] = std::cos(t);
-    s[i] = std::sin(t);
-    a *= step;
-  }
-}
-
-/// cos and sin of interleaved RoPE's angles pos * theta^(-2i / dim), each taken in double.
-inline void rope_interleaved_angles(double pos, double theta, std::int64_t dim, float* c,
-                                    float* s) {
-  for (std::int64_t i = 0; i < dim / 2; ++i) {
-    double const a =
-        pos * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(dim));
-    c[i] = static_cast<float>(std::cos(a));
-    s[i] = static_cast<float>(std::sin(a));
-  }
 }
 
 /// Interleaved (GPT-J) rotation of pairs (2i, 2i + 1) for i < half.

@@ -7,6 +7,7 @@
 #include <kernels/cpu/matmul.hpp>
 #include <kernels/cpu/rows8.hpp>
 #include <kernels/cpu/thread_pool.hpp>
+#include <tf/backend/host_matrix.hpp>
 #include <tf/error.hpp>
 #include <tf/model/tensor_type.hpp>
 #include <tf/model/tensor_view.hpp>
@@ -21,22 +22,18 @@
 
 namespace tf::backend::cpu_parts {
 
-/// A weight matrix: `rows` rows of `cols` elements of `type`.
-struct matrix {
-  model::tensor_type type{};
-  std::int64_t rows = 0;  // output features
-  std::int64_t cols = 0;  // input features (the row length)
-  std::byte const* data = nullptr;
-  std::uint64_t row_bytes = 0;
+/// A weight matrix as the CPU backend reads it: a host matrix (the file's mapping or a copy), in
+/// the file's row order or regrouped.
+struct matrix : host_matrix {
   kernels::cpu::weight_layout layout = kernels::cpu::weight_layout::rows;
-  /// A rank's share of the input features (a row-parallel weight): x w^T is a partial sum that the
-  /// backend all-reduces over the ranks.
-  bool partial_sum = false;
   /// A rank's rows of a head split by vocabulary over `vocab` rows in all: the backend gathers
   /// every rank's logits (0: the whole head).
   std::int64_t vocab = 0;
 
-  bool empty() const { return rows == 0; }
+  matrix() = default;
+  /// A file's matrix, read in place in its row order.
+  matrix(host_matrix m)
+      : host_matrix(m) {}  // NOLINT(google-explicit-constructor): binders pass files' matrices
 
   /// Row r dequantized to f32 into out [cols].
   void dequantize_row(std::int64_t r, float* out) const {

@@ -4,8 +4,8 @@
 /// tables copied to the device once per step.
 #include <kernels/cuda/launch.hpp>
 #include <tf/backend/backend.hpp>
-#include <tf/backend/cpu/step.hpp>
 #include <tf/backend/cuda/device.hpp>
+#include <tf/backend/host_step.hpp>
 #include <tf/batch.hpp>
 
 #include <cstdint>
@@ -46,7 +46,7 @@ class step {
   std::span<batch_row const> rows() const { return host_.rows(); }
   std::span<std::int64_t const> logit_tokens() const { return host_.logit_tokens(); }
   kv_shape kv() const { return host_.kv(); }
-  cpu_parts::step const& host() const { return host_; }
+  host_step const& host() const { return host_; }
 
   std::int32_t const* device_tokens() const { return tokens_.data(); }
   std::int64_t const* device_logit_rows() const { return logit_rows_.data(); }
@@ -72,7 +72,7 @@ class step {
     device_array<float> cs;
   };
 
-  cpu_parts::step host_;
+  host_step host_;
   device_array<std::int32_t> tokens_, pos_, pages_;
   device_array<std::int64_t> table_, logit_rows_;
   mutable std::vector<table> tables_;

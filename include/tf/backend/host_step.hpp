@@ -1,8 +1,9 @@
 #pragma once
-/// One forward's batch on the CPU: the rows checked against the KV store's shape and flattened
-/// into per-token arrays, and the RoPE tables of its positions.
+/// One forward's batch on the host: the rows checked against the KV store's shape and flattened
+/// into per-token arrays, and the RoPE tables of its positions (the CPU backend's step, and what
+/// the CUDA backend's step gathers on the host before its copies).
 #include <tf/backend/backend.hpp>
-#include <tf/backend/cpu/math.hpp>
+#include <tf/backend/rope_angles.hpp>
 #include <tf/batch.hpp>
 #include <tf/error.hpp>
 
@@ -10,10 +11,10 @@
 #include <span>
 #include <vector>
 
-namespace tf::backend::cpu_parts {
+namespace tf::backend {
 
 /// The flattened batch: token t's id, position and row; the tokens whose logits are wanted.
-class step {
+class host_step {
  public:
   /// Checks `rows` (throws tf::error for an empty batch or row, a negative start, a page table
   /// too short or pointing outside `num_pages`, a token outside the vocabulary) and gathers them.
@@ -123,4 +124,4 @@ class step {
   mutable std::vector<table> tables_;
 };
 
-}  // namespace tf::backend::cpu_parts
+}  // namespace tf::backend
