@@ -17,9 +17,8 @@
 #include <families/qwen/qwen3.hpp>
 #include <families/qwen/qwen35.hpp>
 #include <tests/common/hf_oracle.hpp>
+#include <tests/dist/split_ranks.hpp>
 #include <tf/backend/cuda.hpp>
-#include <tf/dist/mpi_communicator.hpp>
-#include <tf/dist/mpi_runtime.hpp>
 #include <tf/engine/engine.hpp>
 #include <tf/model/model_file.hpp>
 
@@ -33,29 +32,18 @@
 namespace {
 
 using tf::backend::cuda;
-using tf::dist::mpi_communicator;
 using tf::model::model_file;
+using tf::test::split::equal_on_every_rank;
+using tf::test::split::ranks;
 
 std::string const fixtures = TF_FIXTURES_DIR;
-
-mpi_communicator* the_ranks = nullptr;  // made in main, after MPI starts and before it ends
 
 // The MPI ranks as the CUDA backend takes them: the fake runtime's device memory is host memory,
 // so the host communicator reduces it in place, as NCCL reduces a GPU's.
 tf::dist::tensor_parallel device_ranks() {
-  auto r = tf::dist::tensor_parallel::over(*the_ranks);
+  auto r = tf::dist::tensor_parallel::over(ranks());
   r.floats = tf::dist::memory_space::device;
   return r;
-}
-
-bool equal_on_every_rank(std::span<float const> x) {
-  auto& c = *the_ranks;
-  std::vector<float> all(x.size() * static_cast<std::size_t>(c.size()));
-  c.all_gather(x, std::span<float>(all));
-  for (int r = 0; r < c.size(); ++r)
-    if (std::memcmp(x.data(), all.data() + static_cast<std::size_t>(r) * x.size(), x.size_bytes()))
-      return false;
-  return true;
 }
 
 // Tolerance: f32 weights, so only the row-parallel sums' order differs from the whole model's
@@ -67,7 +55,7 @@ void check_split(std::string const& dir, std::string const& file_name) {
   tf::kv_shape const kv{64, 16, tf::kv_dtype::f32, engine::has_state ? 1 : 0};
   engine whole(file, kv, {});
   engine split(file, kv, {0, tf::backend::cuda_matmul::own, device_ranks()});
-  int const n = the_ranks->size();
+  int const n = ranks().size();
   INFO(dir << "/" << file_name);
   CHECK(split.hparams().num_heads * n == whole.hparams().num_heads);
   // Every mixer's output projection holds this rank's input features and is all-reduced.
@@ -104,7 +92,7 @@ void check_split(std::string const& dir, std::string const& file_name) {
 }  // namespace
 
 TEST_CASE("CUDA TP: the backend takes ranks whose floats are on its device") {
-  auto host = tf::dist::tensor_parallel::over(*the_ranks);
+  auto host = tf::dist::tensor_parallel::over(ranks());
   CHECK_THROWS_WITH(cuda({0, tf::backend::cuda_matmul::own, host}),
                     Catch::Contains("must reduce floats in device memory"));
   auto reduceless = device_ranks();
@@ -124,8 +112,5 @@ TEST_CASE("CUDA TP: dense, MoE and hybrid fixtures split over the ranks on the C
 }
 
 int main(int argc, char** argv) {
-  tf::dist::mpi_runtime mpi(&argc, &argv);
-  mpi_communicator c;
-  the_ranks = &c;
-  return Catch::Session().run(argc, argv);
+  return tf::test::split::run(argc, argv);
 }

@@ -16,9 +16,8 @@
 #include <families/qwen/qwen3_moe.hpp>
 #include <families/qwen/qwen3_next.hpp>
 #include <tests/common/hf_oracle.hpp>
+#include <tests/dist/split_ranks.hpp>
 #include <tf/backend/cpu.hpp>
-#include <tf/dist/mpi_communicator.hpp>
-#include <tf/dist/mpi_runtime.hpp>
 #include <tf/engine/engine.hpp>
 #include <tf/model/default_model.hpp>
 #include <tf/model/model_file.hpp>
@@ -36,27 +35,11 @@
 namespace {
 
 using tf::backend::cpu;
-using tf::dist::mpi_communicator;
 using tf::model::model_file;
+using tf::test::split::equal_on_every_rank;
+using tf::test::split::ranks;
 
 std::string const fixtures = TF_FIXTURES_DIR;
-
-mpi_communicator* the_ranks = nullptr;  // made in main, after MPI starts and before it ends
-
-mpi_communicator& ranks() {
-  return *the_ranks;
-}
-
-// Every rank's copy of `x` equals this rank's bit for bit.
-bool equal_on_every_rank(std::span<float const> x) {
-  auto& c = ranks();
-  std::vector<float> all(x.size() * static_cast<std::size_t>(c.size()));
-  c.all_gather(x, std::span<float>(all));
-  for (int r = 0; r < c.size(); ++r)
-    if (std::memcmp(x.data(), all.data() + static_cast<std::size_t>(r) * x.size(), x.size_bytes()))
-      return false;
-  return true;
-}
 
 struct case_params {
   std::vector<std::vector<std::int32_t>> prompts;
@@ -334,8 +317,5 @@ TEST_CASE("TP: the default model (Gemma 3 270M Q4_K_M) split over the ranks") {
 }
 
 int main(int argc, char** argv) {
-  tf::dist::mpi_runtime mpi(&argc, &argv);
-  mpi_communicator c;
-  the_ranks = &c;
-  return Catch::Session().run(argc, argv);
+  return tf::test::split::run(argc, argv);
 }

@@ -62,14 +62,7 @@ class cpu {
     if (o.threads < 1 || o.threads > 1024)
       throw error("tf: the CPU backend wants 1..1024 threads, got {}", o.threads);
     pool_ = std::make_unique<kernels::cpu::thread_pool>(o.threads);
-    if (o.ranks.rank < 0 || o.ranks.rank >= o.ranks.size ||
-        (o.ranks.split() && !o.ranks.all_reduce_sum))
-      throw error("tf: the CPU backend got rank {} of {} ranks{}", o.ranks.rank, o.ranks.size,
-                  o.ranks.all_reduce_sum ? "" : " without an all-reduce");
-    if (o.ranks.split() && o.ranks.floats != dist::memory_space::host)
-      throw error(
-          "tf: the CPU backend's ranks must reduce floats in host memory (an MPI "
-          "communicator), not a device's");
+    dist::check_ranks_for(o.ranks, "CPU", dist::memory_space::host, "an MPI communicator");
     ranks_ = std::move(o.ranks);
   }
 

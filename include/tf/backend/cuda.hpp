@@ -105,14 +105,7 @@ class cuda {
   using buffer = cuda_parts::buffer;
 
   explicit cuda(options o = {}) : device_(cuda_parts::query_device(o.device)) {
-    if (o.ranks.rank < 0 || o.ranks.rank >= o.ranks.size ||
-        (o.ranks.split() && !o.ranks.all_reduce_sum))
-      throw error("tf: the CUDA backend got rank {} of {} ranks{}", o.ranks.rank, o.ranks.size,
-                  o.ranks.all_reduce_sum ? "" : " without an all-reduce");
-    if (o.ranks.split() && o.ranks.floats != dist::memory_space::device)
-      throw error(
-          "tf: the CUDA backend's ranks must reduce floats in device memory (an NCCL "
-          "communicator), not the host's");
+    dist::check_ranks_for(o.ranks, "CUDA", dist::memory_space::device, "an NCCL communicator");
     if (o.matmul == cuda_matmul::cublaslt) blaslt_ = std::make_shared<cuda_parts::blaslt>();
     ranks_ = std::move(o.ranks);
   }

@@ -71,6 +71,20 @@ struct tensor_parallel {
   }
 };
 
+/// Throws unless `r` is a place among ranks that backend `name` can split over: a rank in range,
+/// and when split, an all-reduce over floats in the backend's own memory (`own`, and `comm` names
+/// the communicator that has them in the message).
+inline void check_ranks_for(tensor_parallel const& r, char const* name, memory_space own,
+                            char const* comm) {
+  if (r.rank < 0 || r.rank >= r.size || (r.split() && !r.all_reduce_sum))
+    throw error("tf: the {} backend got rank {} of {} ranks{}", name, r.rank, r.size,
+                r.all_reduce_sum ? "" : " without an all-reduce");
+  if (r.split() && r.floats != own)
+    throw error("tf: the {} backend's ranks must reduce floats in {} memory ({}), not {}", name,
+                own == memory_space::host ? "host" : "device", comm,
+                own == memory_space::host ? "a device's" : "the host's");
+}
+
 /// `n` heads (or features) over `size` ranks: n / size each; `what` names them in the error.
 inline int split_evenly(int n, int size, char const* family, char const* what) {
   if (size < 1 || n % size != 0)
