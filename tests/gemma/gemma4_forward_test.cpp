@@ -141,22 +141,37 @@ TEST_CASE("tiny Gemma 4 MoE (4 experts, top 2, beside the MLP): logits within 1e
   check_against_oracle(tiny_moe, tiny_moe);
 }
 
-TEST_CASE("tiny Gemma 4, E and MoE, F32 GGUF as llama.cpp's converter lays it out: within 1e-4") {
-  for (auto const& dir : {tiny, tiny_e, tiny_moe}) {
-    auto gguf = model_file::open(dir + "/tiny-f32.gguf");
-    auto hf = model_file::open(dir);
-    auto const a = engine::kv_layout(engine::read_hparams(gguf));
-    auto const b = engine::kv_layout(engine::read_hparams(hf));
-    REQUIRE(a.per_layer.size() == b.per_layer.size());
-    for (std::size_t l = 0; l < a.per_layer.size(); ++l) {
-      CHECK(a.per_layer[l].kv_heads == b.per_layer[l].kv_heads);
-      CHECK(a.per_layer[l].head_dim == b.per_layer[l].head_dim);
-      CHECK(a.per_layer[l].shares == b.per_layer[l].shares);
-    }
-    CHECK(engine::read_hparams(gguf).partial_rotary_factor == 0.25f);
-    CHECK(engine::read_hparams(gguf).k_eq_v == engine::read_hparams(hf).k_eq_v);
-    check_against_oracle(dir, dir + "/tiny-f32.gguf");
+namespace {
+
+// The F32 GGUF `name` in `dir` reads as the HF folder does: the same layer-shaped KV and
+// attention, and logits within 1e-4 of transformers.
+void check_gguf(std::string const& dir, std::string const& name) {
+  auto gguf = model_file::open(dir + "/" + name);
+  auto hf = model_file::open(dir);
+  auto const a = engine::kv_layout(engine::read_hparams(gguf));
+  auto const b = engine::kv_layout(engine::read_hparams(hf));
+  REQUIRE(a.per_layer.size() == b.per_layer.size());
+  for (std::size_t l = 0; l < a.per_layer.size(); ++l) {
+    CHECK(a.per_layer[l].kv_heads == b.per_layer[l].kv_heads);
+    CHECK(a.per_layer[l].head_dim == b.per_layer[l].head_dim);
+    CHECK(a.per_layer[l].shares == b.per_layer[l].shares);
   }
+  CHECK(engine::read_hparams(gguf).partial_rotary_factor == 0.25f);
+  CHECK(engine::read_hparams(gguf).k_eq_v == engine::read_hparams(hf).k_eq_v);
+  check_against_oracle(dir, dir + "/" + name);
+}
+
+}  // namespace
+
+TEST_CASE("tiny Gemma 4, E and MoE, F32 GGUF as llama.cpp's converter lays it out: within 1e-4") {
+  for (auto const& dir : {tiny, tiny_e, tiny_moe}) check_gguf(dir, "tiny-f32.gguf");
+}
+
+// tiny-conv-f32.gguf: written by llama.cpp's own converter (the sdist's convert_hf_to_gguf.py,
+// fixtures/scripts/make_gemma4_tiny_via_converter.py), which writes some per-layer keys as scalars where
+// every layer agrees (the E model's KV heads, the MoE model's MLP width).
+TEST_CASE("tiny Gemma 4, E and MoE converted by llama.cpp's converter: within 1e-4, greedy exact") {
+  for (auto const& dir : {tiny, tiny_e, tiny_moe}) check_gguf(dir, "tiny-conv-f32.gguf");
 }
 
 // Transformers itself, run on the dense fixture's Q8_0 weights dequantized, is 0.99 from its f32
