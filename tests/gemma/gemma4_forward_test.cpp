@@ -168,8 +168,8 @@ TEST_CASE("tiny Gemma 4, E and MoE, F32 GGUF as llama.cpp's converter lays it ou
 }
 
 // tiny-conv-f32.gguf: written by llama.cpp's own converter (the sdist's convert_hf_to_gguf.py,
-// fixtures/scripts/make_gemma4_tiny_via_converter.py), which writes some per-layer keys as scalars where
-// every layer agrees (the E model's KV heads, the MoE model's MLP width).
+// fixtures/scripts/make_gemma4_tiny_via_converter.py), which writes some per-layer keys as scalars
+// where every layer agrees (the E model's KV heads, the MoE model's MLP width).
 TEST_CASE("tiny Gemma 4, E and MoE converted by llama.cpp's converter: within 1e-4, greedy exact") {
   for (auto const& dir : {tiny, tiny_e, tiny_moe}) check_gguf(dir, "tiny-conv-f32.gguf");
 }
