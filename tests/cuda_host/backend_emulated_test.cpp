@@ -294,3 +294,34 @@ TEST_CASE("on the emulated CUDA backend, MoE layers pick the CPU backend's exper
     CHECK(on_gpu == on_cpu);
   }
 }
+
+// An MTP head reads the target's final hidden states: on CUDA they come back to the host beside
+// the logits (capture_hidden), the CPU backend's within the sums' order, and asking for them
+// leaves the logits' bits as they are.
+TEST_CASE("on the emulated CUDA backend, the forward gives every token's final hidden state") {
+  for (std::string rel : {"qwen/tiny35/tiny-f32.gguf", "glm/tiny45/tiny-f32.gguf"}) {
+    INFO(rel);
+    auto const want = expected(fixture(rel));
+    tf::kv_shape const kv{8, 16, tf::kv_dtype::f32, 1};
+    auto const pages = tf::test::pages_in_order(kv.num_pages);
+    tf::batch_row const prompt{want.prompt, 0, pages, true, 0};
+    auto const hidden_of = [&]<class B>(std::vector<float>* plain_logits) {
+      std::vector<float> hidden;
+      with_engine<B>(fixture(rel), kv, {}, [&](auto& e) {
+        hidden.resize(want.prompt.size() * static_cast<std::size_t>(e.hidden_size()));
+        std::vector<float> logits(want.prompt.size() * static_cast<std::size_t>(e.vocab_size()));
+        e.forward({&prompt, 1}, logits.data(), hidden.data());
+        if (plain_logits) CHECK(compare(*plain_logits, logits).diff == 0.0f);
+      });
+      return hidden;
+    };
+    std::vector<float> plain;
+    with_engine<cuda>(fixture(rel), kv, {}, [&](auto& e) { plain = run(e, {&prompt, 1}); });
+    auto const on_gpu = hidden_of.template operator()<cuda>(&plain);
+    auto const on_cpu = hidden_of.template operator()<cpu>(nullptr);
+    auto const d = compare(on_cpu, on_gpu);
+    INFO("max |cpu - cuda| = " << d.diff << " of max |h| " << d.top);
+    CHECK(d.top > 0.0f);
+    CHECK(d.diff <= 1e-4f * d.top + 1e-5f);  // only the sums' order differs
+  }
+}

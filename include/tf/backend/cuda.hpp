@@ -413,6 +413,13 @@ class cuda {
                            x.cols, eps, stream_);
     matmul(head, head_in_, head_out_);
     if (softcap > 0.0f) kernels::cuda::softcap(head_out_.data(), m * head.rows, softcap, stream_);
+    if (hidden_out_) {
+      // Every token's hidden state after the final norm (what the head reads), for an MTP head.
+      shape(hidden_, x.rows, x.cols);
+      kernels::cuda::rmsnorm(x.data(), norm.data(), size(norm), hidden_.data(), x.rows, x.cols,
+                             x.cols, eps, stream_);
+      download(hidden_, hidden_out_, static_cast<std::size_t>(x.rows * x.cols));
+    }
     if (!logits) return;
     cuda_parts::check(
         cudaMemcpy(logits, head_out_.data(),
@@ -432,6 +439,9 @@ class cuda {
   void record_routes(bool on) { record_routes_ = on; }
   void clear_routes() { routes_.clear(); }
   std::vector<std::vector<std::int32_t>> const& routes() const { return routes_; }
+  /// While set, logits() also writes every token's final hidden state [tokens, hidden] to `out`
+  /// on the host (what an MTP head reads); null stops it.
+  void capture_hidden(float* out) { hidden_out_ = out; }
 
  private:
   struct moe_scratch {
@@ -462,9 +472,11 @@ class cuda {
     return kernels::cuda::act_kind::silu;
   }
   static void download(buffer const& b, std::vector<float>& host) {
-    cuda_parts::check(
-        cudaMemcpy(host.data(), b.data(), host.size() * sizeof(float), cudaMemcpyDeviceToHost),
-        "copy to the host");
+    download(b, host.data(), host.size());
+  }
+  static void download(buffer const& b, float* host, std::size_t n) {
+    cuda_parts::check(cudaMemcpy(host, b.data(), n * sizeof(float), cudaMemcpyDeviceToHost),
+                      "copy to the host");
   }
 
   // y = x w^T on this rank's slice of w, without the all-reduce.
@@ -518,7 +530,8 @@ class cuda {
   std::shared_ptr<cuda_parts::blaslt> blaslt_;  // null for cuda_matmul::own
   kernels::cuda::stream_t stream_ = nullptr;    // the legacy default stream: in order with copies
   step step_;
-  buffer head_in_, head_out_;
+  buffer head_in_, head_out_, hidden_;
+  float* hidden_out_ = nullptr;  // capture_hidden's target
   cuda_parts::device_sampler sampler_;
   moe_scratch moe_;
   bool record_routes_ = false;
