@@ -385,8 +385,14 @@ int main(int argc, char** argv) {
                                family, vocab, streams, context);
     }
     if (draft == "mtp" && draft_max > 0) {
-      // On the CPU, beside the target (whose forward hands it the final hidden states).
-      auto head = tf::families::open_mtp_head(path, static_cast<int>(threads));
+      // On the target's backend, beside it (its forward hands the head the final hidden states).
+      std::unique_ptr<tf::mtp_head> head;
+#if defined(TF_WITH_CUDA)
+      if (backend == "cuda")
+        head = tf::families::open_mtp_head_on<tf::backend::cuda>(path, {device, matmul});
+      else
+#endif
+        head = tf::families::open_mtp_head(path, static_cast<int>(threads));
       if (!head) throw tf::error("tf: --draft mtp: {} carries no MTP head", path.string());
       auto const streams = std::max<std::size_t>(1, parallel_guess);
       auto source = std::make_shared<tf::serve::mtp_draft>(std::move(head), streams,

@@ -2,7 +2,8 @@
 /// GLM-4.5's next-n (MTP) layer as an MTP head: decoder layer num_layers of the checkpoint (HF
 /// model.layers.{n}.*, GGUF blk.{n}.* with its nextn.* tensors): x =
 /// eh_proj(concat(enorm(embed(t)), hnorm(h))), one GLM-4.5 MoE decoder layer, then shared_head.norm
-/// and the target's head. Runs on the CPU backend with its own KV store.
+/// and the target's head. Runs on any backend with `load` and `join_columns` (the CPU's and
+/// CUDA's), with its own KV store.
 #include <families/glm/glm4_moe_weights.hpp>
 #include <kernels/cpu/dequant.hpp>
 #include <tf/backend/cpu.hpp>
@@ -22,11 +23,11 @@
 namespace tf::families::glm {
 
 /// The head's weights; matrices may point into the file, which must outlive them.
+template <class B>
 struct glm4_moe_mtp_weights {
-  using B = backend::cpu;
   glm4_moe_hparams hp;
-  B::matrix embd, output, eh_proj;  // eh_proj [hidden, 2 hidden] over [embedding | hidden]
-  B::vector enorm, hnorm, norm;
+  typename B::matrix embd, output, eh_proj;  // eh_proj [hidden, 2 hidden] over [emb. | hidden]
+  typename B::vector enorm, hnorm, norm;
   glm4_moe_layer_weights<B> layer;
 };
 
@@ -55,9 +56,8 @@ std::vector<float> floats(File const& f, std::string const& name, std::int64_t n
   return w;
 }
 
-template <class File>
-glm4_moe_mtp_weights bind(File const& file, glm4_moe_hparams hp, name_style style,
-                          backend::cpu& be) {
+template <class File, class B>
+glm4_moe_mtp_weights<B> bind(File const& file, glm4_moe_hparams hp, name_style style, B& be) {
   bool const hf = style == name_style::hf;
   int const at = hp.num_layers;  // the next-n layer follows the decoder layers
   std::int64_t const h = hp.hidden_size;
@@ -65,21 +65,21 @@ glm4_moe_mtp_weights bind(File const& file, glm4_moe_hparams hp, name_style styl
   auto extended = hp;
   extended.num_layers = at + 1;
   auto all = bind_moe_weights(file, extended, style, be);
-  glm4_moe_mtp_weights w;
+  glm4_moe_mtp_weights<B> w;
   w.hp = hp;
-  w.embd = all.embd;
-  w.output = all.output;
+  w.embd = std::move(all.embd);
+  w.output = std::move(all.output);
   w.layer = std::move(all.layers.back());
   auto const* eh = find(file, nextn_name(hf, at, "eh_proj", "eh_proj"), false);
   if (eh->dims.size() != 2 || eh->dims[0] != 2 * h || eh->dims[1] != h)
     throw error("tf: glm4_moe tensor {} is not [{}, {}]", eh->name, h, 2 * h);
   w.eh_proj = be.upload(backend::host_matrix{
       eh->type, h, 2 * h, eh->data, model::row_bytes(eh->type, static_cast<std::uint64_t>(2 * h))});
-  w.enorm = floats(file, nextn_name(hf, at, "enorm", "enorm"), h);
-  w.hnorm = floats(file, nextn_name(hf, at, "hnorm", "hnorm"), h);
+  w.enorm = be.upload(floats(file, nextn_name(hf, at, "enorm", "enorm"), h));
+  w.hnorm = be.upload(floats(file, nextn_name(hf, at, "hnorm", "hnorm"), h));
   // GGUF may leave the head's norm out: the model's output norm then serves.
   auto const norm = nextn_name(hf, at, "shared_head.norm", "shared_head_norm");
-  w.norm = find(file, norm, !hf) ? floats(file, norm, h) : all.output_norm;
+  w.norm = find(file, norm, !hf) ? be.upload(floats(file, norm, h)) : std::move(all.output_norm);
   return w;
 }
 
@@ -95,23 +95,22 @@ inline bool has_glm4_moe_mtp(model::model_file const& file, glm4_moe_hparams con
   return file.hf()->find_tensor("model.layers." + at + ".eh_proj.weight") != nullptr;
 }
 
-/// The head's weights of `file`.
-inline glm4_moe_mtp_weights load_glm4_moe_mtp_weights(model::model_file const& file,
-                                                      backend::cpu& be) {
+/// The head's weights of `file` bound to `be`.
+template <class B>
+glm4_moe_mtp_weights<B> load_glm4_moe_mtp_weights(model::model_file const& file, B& be) {
   auto const hp = read_moe_hparams(file);
   if (!has_glm4_moe_mtp(file, hp)) throw error("tf: this glm4_moe model carries no MTP head");
   if (auto const* g = file.gguf()) return mtp_detail::bind(*g, hp, name_style::gguf, be);
   return mtp_detail::bind(*file.hf(), hp, name_style::hf, be);
 }
 
-/// The head's forward (tf::mtp_head) on the CPU backend.
+/// The head's forward (tf::mtp_head) on backend B.
+template <class B>
 class glm4_moe_mtp_head final : public mtp_head {
  public:
-  using B = backend::cpu;
-
-  /// The head of `file` (which must outlive it).
-  explicit glm4_moe_mtp_head(model::model_file const& file, int threads = 1)
-      : be_(backend::cpu_options{threads}), w_(load_glm4_moe_mtp_weights(file, be_)) {
+  /// The head of `file` (which must outlive it) on a backend of options `o`.
+  glm4_moe_mtp_head(model::model_file const& file, typename B::options o)
+      : be_(std::move(o)), w_(load_glm4_moe_mtp_weights(file, be_)) {
     auto const& hp = w_.hp;
     attn_ = {{hp.num_heads, hp.num_kv_heads, hp.head_dim},
              {backend::rope_kind::neox, hp.rope_dims, hp.rope_theta, 1.0f},
@@ -162,11 +161,11 @@ class glm4_moe_mtp_head final : public mtp_head {
   backend::kv_layout head_kv_layout() const { return {1, w_.hp.num_kv_heads, w_.hp.head_dim}; }
 
   B be_;
-  glm4_moe_mtp_weights w_;
-  B::kv_store kv_;
+  glm4_moe_mtp_weights<B> w_;
+  typename B::kv_store kv_;
   layers::attention_config attn_;
   backend::routing_params routing_;
-  layers::mtp_input_buffers in_;
+  layers::mtp_input_buffers<B> in_;
   layers::decoder_buffers<B> b_;
 };
 

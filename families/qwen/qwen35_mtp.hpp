@@ -2,7 +2,8 @@
 /// The MTP head of Qwen3.5, Qwen3.5-MoE and Qwen3-Next checkpoints (HF mtp.*; GGUF's block after
 /// the decoder layers with its nextn.* tensors): x = fc(concat(norm_e(embed(t)), norm_h(h))), one
 /// gated full-attention decoder layer (a dense MLP, or routed experts where the model routes),
-/// then its own norm and the target's head. Runs on the CPU backend with its own KV store.
+/// then its own norm and the target's head. Runs on any backend with `load` and `join_columns`
+/// (the CPU's and CUDA's), with its own KV store.
 #include <families/qwen/qwen35_config.hpp>
 #include <families/qwen/qwen35_weights.hpp>
 #include <families/qwen/qwen3_next_config.hpp>
@@ -25,11 +26,11 @@
 namespace tf::families::qwen {
 
 /// The head's weights; matrices may point into the file, which must outlive them.
+template <class B>
 struct qwen35_mtp_weights {
-  using B = backend::cpu;
   qwen35_hparams hp;
-  B::matrix embd, output, fc;  // fc [hidden, 2 hidden] over [embedding | hidden]
-  B::vector enorm, hnorm, norm;
+  typename B::matrix embd, output, fc;  // fc [hidden, 2 hidden] over [embedding | hidden]
+  typename B::vector enorm, hnorm, norm;
   qwen35_layer_weights<B> layer;
 };
 
@@ -66,26 +67,29 @@ std::vector<float> named_norm(Binder const& b, std::string const& name, std::int
 
 /// The head's tensors under `b` (HF: mtp.* with the layer at `at`; GGUF: blk.{at}.*).
 template <class Binder>
-qwen35_mtp_weights bind_mtp(Binder const& b, qwen35_hparams const& hp, int at) {
+auto bind_mtp(Binder const& b, qwen35_hparams const& hp, int at) {
   using model::tensor_role;
+  using B = std::remove_reference_t<decltype(b.be)>;
   bool const hf = b.style == name_style::hf;
   float const shift = hf ? 1.0f : 0.0f;  // HF norms are (1 + w)
   std::int64_t const h = hp.hidden_size;
   auto const nextn = [&](char const* what) {
     return "blk." + std::to_string(at) + ".nextn." + what + ".weight";
   };
-  qwen35_mtp_weights w;
+  qwen35_mtp_weights<B> w;
   w.hp = hp;
   w.embd = b.head(tensor_role::token_embd, hp.vocab_size, h);
   auto const* head = b.find(tensor_role::output, 0, true);
   w.output = head && !hp.tie_word_embeddings ? b.head_of(head, hp.vocab_size, h) : w.embd;
   w.fc = b.be.upload(
       b.host_of(find_named(b, hf ? "mtp.fc.weight" : nextn("eh_proj"), false), h, 2 * h));
-  w.enorm = named_norm(b, hf ? "mtp.pre_fc_norm_embedding.weight" : nextn("enorm"), h, shift);
-  w.hnorm = named_norm(b, hf ? "mtp.pre_fc_norm_hidden.weight" : nextn("hnorm"), h, shift);
+  w.enorm = b.be.upload(
+      named_norm(b, hf ? "mtp.pre_fc_norm_embedding.weight" : nextn("enorm"), h, shift));
+  w.hnorm =
+      b.be.upload(named_norm(b, hf ? "mtp.pre_fc_norm_hidden.weight" : nextn("hnorm"), h, shift));
   // GGUF may leave the head's norm out: the model's output norm then serves.
   auto const norm_name = hf ? std::string("mtp.norm.weight") : nextn("shared_head_norm");
-  w.norm = find_named(b, norm_name, !hf) ? named_norm(b, norm_name, h, shift)
+  w.norm = find_named(b, norm_name, !hf) ? b.be.upload(named_norm(b, norm_name, h, shift))
                                          : b.norm(tensor_role::output_norm, 0, h, shift);
   auto& l = w.layer;
   l.attn_norm = b.norm(tensor_role::attn_norm, at, h, shift);
@@ -111,33 +115,33 @@ inline bool has_qwen35_mtp(model::model_file const& file, qwen35_hparams const& 
   return file.hf()->find_tensor("mtp.fc.weight") != nullptr;
 }
 
-/// The MTP head's weights of `file`; `next` picks Qwen3-Next's hyper-parameters.
-inline qwen35_mtp_weights load_qwen35_mtp_weights(model::model_file const& file, backend::cpu& be,
-                                                  bool next) {
+/// The MTP head's weights of `file` bound to `be`; `next` picks Qwen3-Next's hyper-parameters.
+template <class B>
+qwen35_mtp_weights<B> load_qwen35_mtp_weights(model::model_file const& file, B& be, bool next) {
   auto const hp = next ? read_qwen3_next_hparams(file) : read_qwen35_hparams(file);
   char const* family = next ? "qwen3next" : "qwen35";
   check_qwen35_hparams(hp, family);
   if (!has_qwen35_mtp(file, hp)) throw error("tf: this {} model carries no MTP head", family);
   int const at = hp.num_layers;  // the MTP block follows the decoder layers
   if (auto const* g = file.gguf()) {
-    tensor_binder<model::gguf_file, decltype(qwen35_tensors), backend::cpu> const b{
+    tensor_binder<model::gguf_file, decltype(qwen35_tensors), B> const b{
         *g, qwen35_tensors, name_style::gguf, family, be};
     return qwen35_detail::bind_mtp(b, hp, at);
   }
   qwen35_mtp_hf_view<model::hf_model> const view{*file.hf(), at};
-  tensor_binder<decltype(view), decltype(qwen35_tensors), backend::cpu> const b{
-      view, qwen35_tensors, name_style::hf, family, be};
+  tensor_binder<decltype(view), decltype(qwen35_tensors), B> const b{view, qwen35_tensors,
+                                                                     name_style::hf, family, be};
   return qwen35_detail::bind_mtp(b, hp, at);
 }
 
-/// The head's forward (tf::mtp_head) on the CPU backend.
+/// The head's forward (tf::mtp_head) on backend B.
+template <class B>
 class qwen35_mtp_head final : public mtp_head {
  public:
-  using B = backend::cpu;
-
-  /// The head of `file` (which must outlive it); `next`: a Qwen3-Next file.
-  qwen35_mtp_head(model::model_file const& file, bool next, int threads = 1)
-      : be_(backend::cpu_options{threads}), w_(load_qwen35_mtp_weights(file, be_, next)) {
+  /// The head of `file` (which must outlive it) on a backend of options `o`; `next`: a
+  /// Qwen3-Next file.
+  qwen35_mtp_head(model::model_file const& file, bool next, typename B::options o)
+      : be_(std::move(o)), w_(load_qwen35_mtp_weights(file, be_, next)) {
     auto const& hp = w_.hp;
     attn_ = {hp.num_heads, hp.num_kv_heads, hp.head_dim, 0.0f, 0, 0.0f};
     rope_ = {backend::rope_kind::neox, hp.rotary_dims, hp.rope_theta, 1.0f};
@@ -185,7 +189,8 @@ class qwen35_mtp_head final : public mtp_head {
   backend::kv_layout head_kv_layout() const { return {1, w_.hp.num_kv_heads, w_.hp.head_dim}; }
 
   // The decoder layer's gated attention, as qwen35_model's full-attention layers run it.
-  void attention(B::step const& s, qwen35_attention_weights<B> const& w, B::buffer& out) {
+  void attention(typename B::step const& s, qwen35_attention_weights<B> const& w,
+                 typename B::buffer& out) {
     int const hd = w_.hp.head_dim;
     float const eps = w_.hp.rms_norm_eps;
     be_.matmul_group({{w.q, qg_}, {w.k, k_}, {w.v, v_}}, xn_);
@@ -202,28 +207,29 @@ class qwen35_mtp_head final : public mtp_head {
   }
 
   B be_;
-  qwen35_mtp_weights w_;
-  B::kv_store kv_;
+  qwen35_mtp_weights<B> w_;
+  typename B::kv_store kv_;
   backend::attention_params attn_;
   backend::rope_params rope_;
   backend::routing_params routing_;
-  layers::mtp_input_buffers in_;
-  B::buffer x_, xn_, o_;
-  B::buffer qg_, q_, gate_, k_, v_, att_;
+  layers::mtp_input_buffers<B> in_;
+  typename B::buffer x_, xn_, o_;
+  typename B::buffer qg_, q_, gate_, k_, v_, att_;
   layers::mlp_buffers<B> mlp_;
 };
 
-/// The MTP head of `file` (which must outlive it), or null where the file carries none or its
-/// family has no MTP head in tf.
-inline std::unique_ptr<mtp_head> open_qwen35_mtp_head(model::model_file const& file,
-                                                      int threads = 1) {
+/// The MTP head of `file` (which must outlive it) on a backend of options `o`, or null where the
+/// file carries none or its family has no MTP head in tf.
+template <class B>
+std::unique_ptr<mtp_head> open_qwen35_mtp_head(model::model_file const& file,
+                                               typename B::options o) {
   auto const arch = file.architecture();
   bool const next = arch == "qwen3next" || arch == "qwen3_next";
   bool const q35 = arch.starts_with("qwen35") || arch.starts_with("qwen3_5");
   if (!next && !q35) return nullptr;
   auto const hp = next ? read_qwen3_next_hparams(file) : read_qwen35_hparams(file);
   if (!has_qwen35_mtp(file, hp)) return nullptr;
-  return std::make_unique<qwen35_mtp_head>(file, next, threads);
+  return std::make_unique<qwen35_mtp_head<B>>(file, next, std::move(o));
 }
 
 }  // namespace tf::families::qwen

@@ -6,6 +6,7 @@
 // a prompt fed in chunks of 1, 7 or whole gives the same bits; 8 rows batched give each row's
 // solo logits bit for bit; a copied page and state slot continue as the originals; MoE picks
 // equal the CPU backend's; the runtime's and the launchers' errors reach the caller naming them.
+#include <families/mtp_heads.hpp>
 #include <tests/common/last_logits.hpp>
 #include <tests/cuda_host/emulated_engine.hpp>
 #include <tests/cuda_host/fake_cuda_runtime.hpp>
@@ -323,5 +324,54 @@ TEST_CASE("on the emulated CUDA backend, the forward gives every token's final h
     INFO("max |cpu - cuda| = " << d.diff << " of max |h| " << d.top);
     CHECK(d.top > 0.0f);
     CHECK(d.diff <= 1e-4f * d.top + 1e-5f);  // only the sums' order differs
+  }
+}
+
+// The MTP heads on CUDA (beside a CUDA target): the CPU head's logits and hidden states within the
+// sums' order, for a prompt of positions and then one more step on the head's own state.
+TEST_CASE("on the emulated CUDA backend, MTP heads give the CPU head's logits and hidden states") {
+  for (std::string rel : {"qwen/tiny35_mtp/tiny-f32.gguf", "qwen/tiny3next_mtp/tiny-f32.gguf",
+                          "glm/tiny45_mtp/tiny-f32.gguf", "qwen/tiny35_mtp"}) {
+    INFO(rel);
+    auto file = tf::model::model_file::open(fixture(rel), tf::model::load_mode::map);
+    auto on_cpu = tf::families::open_mtp_head_on<cpu>(file, {1});
+    auto on_gpu = tf::families::open_mtp_head_on<cuda>(file, {});
+    REQUIRE(on_cpu);
+    REQUIRE(on_gpu);
+    auto const h = static_cast<std::size_t>(on_cpu->hidden_size());
+    auto const vocab = static_cast<std::size_t>(on_cpu->vocab_size());
+    REQUIRE(static_cast<std::size_t>(on_gpu->hidden_size()) == h);
+    on_cpu->set_streams(64, 1);
+    on_gpu->set_streams(64, 1);
+    auto const pages = tf::test::pages_in_order(on_cpu->kv().num_pages);
+    auto const toks = tokens(3, 9, static_cast<std::int64_t>(vocab));
+    std::vector<float> hidden(toks.size() * h);
+    for (std::size_t i = 0; i < hidden.size(); ++i)
+      hidden[i] = std::sin(0.37f * static_cast<float>(i % 97) + 0.011f * static_cast<float>(i));
+    auto step = [&](tf::mtp_head& head, std::span<std::int32_t const> t, std::int32_t pos,
+                    float const* in, std::vector<float>& logits, std::vector<float>& out) {
+      tf::batch_row const row{t, pos, pages, true, -1};
+      logits.resize(t.size() * vocab);
+      out.resize(t.size() * h);
+      head.forward({&row, 1}, in, logits.data(), out.data());
+    };
+    std::vector<float> la, lb, ha, hb;
+    step(*on_cpu, toks, 0, hidden.data(), la, ha);
+    step(*on_gpu, toks, 0, hidden.data(), lb, hb);
+    auto const dl = compare(la, lb), dh = compare(ha, hb);
+    INFO("prompt: max |cpu - cuda| logits " << dl.diff << " of " << dl.top << ", hidden " << dh.diff
+                                            << " of " << dh.top);
+    CHECK(dl.diff <= 1e-4f * dl.top + 1e-5f);
+    CHECK(dh.diff <= 1e-4f * dh.top + 1e-5f);
+    // One more position, each head reading its own last hidden state.
+    std::int32_t const next = toks.back();
+    std::vector<float> const last_a(ha.end() - static_cast<std::ptrdiff_t>(h), ha.end());
+    std::vector<float> const last_b(hb.end() - static_cast<std::ptrdiff_t>(h), hb.end());
+    auto const at = static_cast<std::int32_t>(toks.size());
+    step(*on_cpu, {&next, 1}, at, last_a.data(), la, ha);
+    step(*on_gpu, {&next, 1}, at, last_b.data(), lb, hb);
+    auto const d = compare(la, lb);
+    INFO("next step: max |cpu - cuda| logits " << d.diff << " of " << d.top);
+    CHECK(d.diff <= 1e-4f * d.top + 1e-5f);
   }
 }

@@ -201,6 +201,17 @@ cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count,
   return cudaMemcpy(dst, src, count, kind);
 }
 
+cudaError_t CUDARTAPI cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch,
+                                   size_t width, size_t height, enum cudaMemcpyKind kind) {
+  if (width > dpitch || width > spitch) return cudaErrorInvalidValue;
+  for (size_t r = 0; r < height; ++r) {
+    auto const e = cudaMemcpy(static_cast<char*>(dst) + r * dpitch,
+                              static_cast<char const*>(src) + r * spitch, width, kind);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
 // The host launchers run each kernel as it is called: every stream is always done.
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t) {
   return cudaSuccess;

@@ -198,6 +198,22 @@ class cpu {
   }
 
   /// y = x w^T.
+  /// x [rows, cols] = `host` (an MTP head's input hidden states).
+  void load(buffer& x, float const* host, std::int64_t rows, std::int64_t cols) {
+    shape(x, rows, cols);
+    std::copy_n(host, rows * cols, x.data.data());
+  }
+
+  /// out = [a | b] row by row.
+  void join_columns(buffer const& a, buffer const& b, buffer& out) {
+    if (a.rows != b.rows) throw error("tf: joining {} rows with {}", a.rows, b.rows);
+    shape(out, a.rows, a.cols + b.cols);
+    for (std::int64_t t = 0; t < a.rows; ++t) {
+      std::copy_n(row(a, t), a.cols, row(out, t));
+      std::copy_n(row(b, t), b.cols, row(out, t) + a.cols);
+    }
+  }
+
   void matmul(matrix const& w, buffer const& x, buffer& y) {
     shape(y, x.rows, w.rows);
     cpu_parts::matmul(*pool_, w, x.data.data(), y.data.data(), x.rows);

@@ -30,6 +30,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -200,6 +201,30 @@ class cuda {
   /// x *= factor.
   void scale(buffer& x, float factor) {
     kernels::cuda::scale(x.data(), x.rows * x.cols, factor, stream_);
+  }
+
+  /// x [rows, cols] = `host` (an MTP head's input hidden states, from the host).
+  void load(buffer& x, float const* host, std::int64_t rows, std::int64_t cols) {
+    shape(x, rows, cols);
+    cuda_parts::check(
+        cudaMemcpy(x.data(), host, static_cast<std::size_t>(rows * cols) * sizeof(float),
+                   cudaMemcpyHostToDevice),
+        "rows to the device");
+  }
+
+  /// out = [a | b] row by row: two strided copies on the device.
+  void join_columns(buffer const& a, buffer const& b, buffer& out) {
+    if (a.rows != b.rows) throw error("tf: joining {} rows with {}", a.rows, b.rows);
+    shape(out, a.rows, a.cols + b.cols);
+    auto const pitch = static_cast<std::size_t>(out.cols) * sizeof(float);
+    auto const rows = static_cast<std::size_t>(a.rows);
+    for (auto [src, cols, at] :
+         {std::tuple{a.data(), a.cols, std::int64_t{0}}, std::tuple{b.data(), b.cols, a.cols}})
+      cuda_parts::check(
+          cudaMemcpy2D(out.data() + at, pitch, src, static_cast<std::size_t>(cols) * sizeof(float),
+                       static_cast<std::size_t>(cols) * sizeof(float), rows,
+                       cudaMemcpyDeviceToDevice),
+          "joining columns");
   }
 
   /// y = x w^T; a row-parallel weight's partial products are all-reduced over the ranks.
