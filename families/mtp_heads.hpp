@@ -48,6 +48,7 @@ class file_mtp_head final : public mtp_head {
   }
   kv_shape kv() const override { return head_->kv(); }
   std::uint64_t store_bytes() const override { return head_->store_bytes(); }
+  std::uint64_t weight_bytes() const override { return head_->weight_bytes(); }
   void forward(std::span<batch_row const> rows, float const* hidden, float* logits,
                float* hidden_out) override {
     head_->forward(rows, hidden, logits, hidden_out);

@@ -397,14 +397,15 @@ int main(int argc, char** argv) {
       auto const streams = std::max<std::size_t>(1, parallel_guess);
       auto source = std::make_shared<tf::serve::mtp_draft>(std::move(head), streams,
                                                            static_cast<std::int32_t>(context));
-      draft_store_bytes = source->head().store_bytes();
+      // Its KV, and on a device its own copies of the weights it reads.
+      draft_store_bytes = source->head().store_bytes() + source->head().weight_bytes();
       drafts.source = std::move(source);
       drafts.max_tokens = draft_max;
       draft_line = fmt::format("mtp head ({} streams of {} tokens)", streams, context);
     }
     if (draft_store_bytes > 0)
-      fmt::print(stderr, "tf: the {} drafts' KV and state: {} MiB, counted with the weights\n",
-                 draft, (draft_store_bytes + (1u << 20) - 1) >> 20);
+      fmt::print(stderr, "tf: the {} drafts' own memory: {} MiB, counted with the weights\n", draft,
+                 (draft_store_bytes + (1u << 20) - 1) >> 20);
     auto size_pool = [&](tf::serve::model_costs const& c) {
       // A stream's recurrent state is held twice (its slot and its lane's snapshot), and once
       // more with drafts (the state before a verify row).

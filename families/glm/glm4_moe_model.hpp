@@ -23,7 +23,7 @@ class glm4_moe_model {
   static hparams read_hparams(model::model_file const& file) { return read_moe_hparams(file); }
   /// One rank's heads and widths, as the weights bind them (the memory budget reads it first).
   static hparams rank_hparams(hparams const& hp, dist::tensor_parallel const& r) {
-    return per_rank(hp, r, "glm4_moe");
+    return moe_per_rank(hp, r);
   }
   static weights load(model::model_file const& file, B& be) { return load_moe_weights(file, be); }
 

@@ -58,18 +58,20 @@ std::vector<float> floats(File const& f, std::string const& name, std::int64_t n
 
 template <class File, class B>
 glm4_moe_mtp_weights<B> bind(File const& file, glm4_moe_hparams hp, name_style style, B& be) {
+  using model::tensor_role;
+  check_moe_hparams(hp);
   bool const hf = style == name_style::hf;
   int const at = hp.num_layers;  // the next-n layer follows the decoder layers
   std::int64_t const h = hp.hidden_size;
-  // The decoder layers' binder reads layer `at` as one more decoder layer.
-  auto extended = hp;
-  extended.num_layers = at + 1;
-  auto all = bind_moe_weights(file, extended, style, be);
+  tensor_binder<File, decltype(glm4_moe_tensors), B> const b{file, glm4_moe_tensors, style,
+                                                             "glm4_moe", be};
   glm4_moe_mtp_weights<B> w;
   w.hp = hp;
-  w.embd = std::move(all.embd);
-  w.output = std::move(all.output);
-  w.layer = std::move(all.layers.back());
+  w.embd = b.head(tensor_role::token_embd, hp.vocab_size, h);
+  auto const* out = b.find(tensor_role::output, 0, true);
+  w.output = out ? b.head_of(out, hp.vocab_size, h) : w.embd;
+  // The decoder layers' binder reads layer `at` as one more decoder layer; only it is bound.
+  w.layer = bind_moe_layer(b, hp, at);
   auto const* eh = find(file, nextn_name(hf, at, "eh_proj", "eh_proj"), false);
   if (eh->dims.size() != 2 || eh->dims[0] != 2 * h || eh->dims[1] != h)
     throw error("tf: glm4_moe tensor {} is not [{}, {}]", eh->name, h, 2 * h);
@@ -79,7 +81,8 @@ glm4_moe_mtp_weights<B> bind(File const& file, glm4_moe_hparams hp, name_style s
   w.hnorm = be.upload(floats(file, nextn_name(hf, at, "hnorm", "hnorm"), h));
   // GGUF may leave the head's norm out: the model's output norm then serves.
   auto const norm = nextn_name(hf, at, "shared_head.norm", "shared_head_norm");
-  w.norm = find(file, norm, !hf) ? be.upload(floats(file, norm, h)) : std::move(all.output_norm);
+  w.norm = find(file, norm, !hf) ? be.upload(floats(file, norm, h))
+                                 : b.vec(tensor_role::output_norm, 0, h);
   return w;
 }
 
@@ -128,6 +131,12 @@ class glm4_moe_mtp_head final : public mtp_head {
   std::int64_t hidden_size() const override { return w_.hp.hidden_size; }
   std::int64_t vocab_size() const override { return w_.hp.vocab_size; }
   kv_shape kv() const override { return kv_.shape(); }
+  std::uint64_t weight_bytes() const override {
+    if constexpr (requires { be_.uploaded_bytes(); })
+      return be_.uploaded_bytes();  // a device's copies
+    else
+      return 0;  // views of the mapped file
+  }
   std::uint64_t store_bytes() const override {
     auto const k = kv_.shape();
     return static_cast<std::uint64_t>(k.num_pages) * static_cast<std::uint64_t>(k.page_tokens) *

@@ -153,6 +153,12 @@ class qwen35_mtp_head final : public mtp_head {
   std::int64_t hidden_size() const override { return w_.hp.hidden_size; }
   std::int64_t vocab_size() const override { return w_.hp.vocab_size; }
   kv_shape kv() const override { return kv_.shape(); }
+  std::uint64_t weight_bytes() const override {
+    if constexpr (requires { be_.uploaded_bytes(); })
+      return be_.uploaded_bytes();  // a device's copies
+    else
+      return 0;  // views of the mapped file
+  }
   std::uint64_t store_bytes() const override {
     auto const k = kv_.shape();
     return static_cast<std::uint64_t>(k.num_pages) * static_cast<std::uint64_t>(k.page_tokens) *

@@ -335,9 +335,14 @@ TEST_CASE("on the emulated CUDA backend, MTP heads give the CPU head's logits an
     INFO(rel);
     auto file = tf::model::model_file::open(fixture(rel), tf::model::load_mode::map);
     auto on_cpu = tf::families::open_mtp_head_on<cpu>(file, {1});
-    auto on_gpu = tf::families::open_mtp_head_on<cuda>(file, {});
     REQUIRE(on_cpu);
+    auto const before = fake_cuda::live_bytes();
+    auto on_gpu = tf::families::open_mtp_head_on<cuda>(file, {});
     REQUIRE(on_gpu);
+    // The budget counts the CUDA head's own copies of its weights; the CPU head's are the file's.
+    CHECK(on_gpu->weight_bytes() > 0);
+    CHECK(on_gpu->weight_bytes() <= fake_cuda::live_bytes() - before);
+    CHECK(on_cpu->weight_bytes() == 0);
     auto const h = static_cast<std::size_t>(on_cpu->hidden_size());
     auto const vocab = static_cast<std::size_t>(on_cpu->vocab_size());
     REQUIRE(static_cast<std::size_t>(on_gpu->hidden_size()) == h);

@@ -113,6 +113,8 @@ class cuda {
 
   /// The ranks the weights are split over (tensor parallelism; one rank by default).
   dist::tensor_parallel const& ranks() const { return ranks_; }
+  /// Bytes of weights uploaded to the device so far (matrices and vectors).
+  std::uint64_t uploaded_bytes() const { return uploaded_; }
 
   cuda_parts::device_info const& device() const { return device_; }
   /// The cuBLASLt context where options::matmul is cublaslt, else null.
@@ -149,12 +151,14 @@ class cuda {
     matrix d{m.type, m.rows, m.cols, m.row_bytes, {}, {}, m.partial_sum};
     d.bytes.upload(m.data,
                    static_cast<std::size_t>(m.row_bytes * static_cast<std::uint64_t>(m.rows)));
+    uploaded_ += m.row_bytes * static_cast<std::uint64_t>(m.rows);
     if (blaslt_) d.plan = blaslt_->plan(d.view());
     return d;
   }
   vector upload(std::vector<float> v) const {
     vector d;
     d.values.upload(v.data(), v.size());
+    uploaded_ += v.size() * sizeof(float);
     d.host = std::move(v);
     return d;
   }
@@ -552,6 +556,7 @@ class cuda {
 
   cuda_parts::device_info device_;
   dist::tensor_parallel ranks_;
+  mutable std::uint64_t uploaded_ = 0;          // uploads are const: binding tallies what it copied
   std::shared_ptr<cuda_parts::blaslt> blaslt_;  // null for cuda_matmul::own
   kernels::cuda::stream_t stream_ = nullptr;    // the legacy default stream: in order with copies
   step step_;

@@ -21,6 +21,9 @@ class mtp_head {
   virtual kv_shape kv() const = 0;
   /// Bytes of its KV store as kv() sizes it (memory it takes once written).
   virtual std::uint64_t store_bytes() const = 0;
+  /// Bytes of weights it holds in memory of its own (a device's copies); 0 where they are views
+  /// of the model file the target maps, already counted with the target's weights.
+  virtual std::uint64_t weight_bytes() const { return 0; }
   /// Runs `rows`: row r's token j is the token at position start_pos + j + 1, read with
   /// hidden[token index] [tokens of all rows, hidden_size()], the hidden state of position
   /// start_pos + j. Writes logits [logits_rows(rows), vocab_size()] and, when `hidden_out` is
