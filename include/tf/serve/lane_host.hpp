@@ -744,23 +744,15 @@ class lane_host {
     return std::min({l.draft_len, left, cfg_.context - l.pos - 1});
   }
 
-  // Shares the round's budget among the lanes whose recent acceptance pays for verify rows
-  // beside the round's other streams (draft_config::pays_at), by water-filling: every lane gets
-  // up to a common level, so a stream's first drafts, the likeliest accepted, come before
-  // another's last ones; the lanes past the level take turns from round to round. A lane held
-  // back regains trust slowly, so it drafts again now and then and its rate is measured anew.
-  // draft_caps_[i] is lane i's share.
+  // Shares the round's budget among the lanes by water-filling: every lane gets up to a common
+  // level, so a stream's first drafts, the likeliest accepted, come before another's last ones;
+  // the lanes past the level take turns from round to round. The round drafts only where the
+  // drafts' expected acceptance (each lane's recent rate, weighted by its share) pays for their
+  // rows beside the round's streams (draft_config::pays_at): all or none, since a few verify rows
+  // cost the batch more per row than many. Lanes held back regain trust slowly, so the round
+  // drafts again now and then and the rates are measured anew. draft_caps_[i] is lane i's share.
   void share_budget(std::vector<lane*> const& lanes) {
     auto const n = lanes.size();
-    auto const need = draft_.pays_at(n);
-    wants_.assign(n, 0);
-    for (std::size_t i = 0; i < n; ++i) {
-      auto& l = *lanes[i];
-      wants_[i] = wanted(l);
-      if (wants_[i] == 0 || l.draft_rate >= need) continue;
-      wants_[i] = 0;
-      l.draft_rate += (1 - l.draft_rate) / regain_rounds;
-    }
     draft_caps_.assign(n, 0);
     auto budget = draft_.round_tokens;
     auto const first = share_turn_++ % n;
@@ -768,13 +760,24 @@ class lane_host {
       more = false;
       for (std::size_t j = 0; j < n && budget > 0; ++j) {
         auto const i = (first + j) % n;
-        if (draft_caps_[i] < wants_[i]) {
+        if (draft_caps_[i] < wanted(*lanes[i])) {
           ++draft_caps_[i];
           --budget;
           more = true;
         }
       }
     }
+    double drafts = 0, expected = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      drafts += static_cast<double>(draft_caps_[i]);
+      expected += static_cast<double>(draft_caps_[i]) * lanes[i]->draft_rate;
+    }
+    if (expected >= draft_.pays_at(n) * drafts) return;
+    for (std::size_t i = 0; i < n; ++i)
+      if (draft_caps_[i] > 0) {
+        draft_caps_[i] = 0;
+        lanes[i]->draft_rate += (1 - lanes[i]->draft_rate) / regain_rounds;
+      }
   }
 
   // Asks the draft source for up to `cap` tokens to follow the lane's pending one (cap: its share
@@ -901,7 +904,8 @@ class lane_host {
 
   // The logits rows of one scored prompt chunk: a bounded buffer beside the ledger's memory.
   static constexpr std::size_t score_bytes = std::size_t{32} << 20;
-  // A lane held back by its acceptance regains 1/regain_rounds of the gap to full trust a round.
+  // A lane held back by the round's acceptance regains 1/regain_rounds of the gap to full trust a
+  // round.
   static constexpr double regain_rounds = 32;
 
   Model& model_;
@@ -942,7 +946,6 @@ class lane_host {
   std::vector<std::int32_t> judged_history_;    // engine thread only: history with accepted drafts
   std::vector<batch_row> replay_rows_;          // engine thread only: rows of accepted tokens
   std::vector<std::size_t> draft_caps_;         // engine thread only: each lane's drafts this round
-  std::vector<std::size_t> wants_;              // engine thread only: what each lane may draft
   std::size_t share_turn_ = 0;                  // engine thread only: who is first past the level
   std::thread engine_;
 };
