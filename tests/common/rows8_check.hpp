@@ -3,6 +3,7 @@
 // mapped file's logits bit for bit: each prompt whole, then token by token, at 1 and 2 threads.
 // `Engine` is a tf::engine on the CPU backend; `load(file)` binds a model_file's weights for it.
 #include <tests/common/hf_oracle.hpp>
+#include <tf/backend/cpu.hpp>
 #include <tf/model/model_file.hpp>
 
 #include <catch2/catch.hpp>

@@ -4,6 +4,7 @@
 // are the ones fixtures/scripts/make_nemotron_h_tiny.py configured.
 #include <families/nemotron/nemotron_h.hpp>
 #include <tests/nemotron/nemotron_h_fixture.hpp>
+#include <tf/backend/cpu.hpp>
 #include <tf/engine/engine.hpp>
 #include <tf/model/model_file.hpp>
 
