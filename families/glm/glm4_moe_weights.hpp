@@ -8,6 +8,7 @@
 #include <families/glm/glm4_hparams.hpp>
 #include <families/glm/glm4_moe_config.hpp>
 #include <families/glm/glm4_moe_hparams.hpp>
+#include <families/glm/glm4_weights.hpp>
 #include <tf/error.hpp>
 #include <tf/layers/attention.hpp>
 #include <tf/layers/mlp.hpp>
@@ -80,15 +81,7 @@ auto bind_moe_layer(Binder const& b, glm4_moe_hparams const& hp, int i) {
   glm4_moe_layer_weights<B> l;
   l.attn_norm = b.vec(tensor_role::attn_norm, i, h);
   l.ffn_norm = b.vec(tensor_role::ffn_norm, i, h);
-  l.attn.q = b.mat(tensor_role::attn_q, i, q_out, h);
-  l.attn.k = b.mat(tensor_role::attn_k, i, kv_out, h);
-  l.attn.v = b.mat(tensor_role::attn_v, i, kv_out, h);
-  l.attn.o = b.mat(tensor_role::attn_output, i, h, q_out);
-  if (hp.attention_bias) {
-    l.attn.q_bias = b.vec(tensor_role::attn_q_bias, i, q_out);
-    l.attn.k_bias = b.vec(tensor_role::attn_k_bias, i, kv_out);
-    l.attn.v_bias = b.vec(tensor_role::attn_v_bias, i, kv_out);
-  }
+  bind_glm_attention(l.attn, b, i, h, q_out, kv_out, hp.attention_bias);
   if (hp.use_qk_norm) {
     l.attn.q_norm = b.vec(tensor_role::attn_q_norm, i, hd);
     l.attn.k_norm = b.vec(tensor_role::attn_k_norm, i, hd);

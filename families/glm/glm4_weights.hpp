@@ -37,6 +37,23 @@ struct glm4_weights {
 using families::name_style;
 using families::tensor_binder;
 
+/// GLM's attention projections of layer i under binder `b` (GLM-4 and GLM-4.5 alike): q, k, v
+/// and o of this rank's q_out and kv_out features, and the q/k/v biases where the model has them.
+template <class Binder, class Attention>
+void bind_glm_attention(Attention& a, Binder const& b, int i, std::int64_t h, std::int64_t q_out,
+                        std::int64_t kv_out, bool bias) {
+  using model::tensor_role;
+  a.q = b.mat(tensor_role::attn_q, i, q_out, h);
+  a.k = b.mat(tensor_role::attn_k, i, kv_out, h);
+  a.v = b.mat(tensor_role::attn_v, i, kv_out, h);
+  a.o = b.mat(tensor_role::attn_output, i, h, q_out);
+  if (bias) {
+    a.q_bias = b.vec(tensor_role::attn_q_bias, i, q_out);
+    a.k_bias = b.vec(tensor_role::attn_k_bias, i, kv_out);
+    a.v_bias = b.vec(tensor_role::attn_v_bias, i, kv_out);
+  }
+}
+
 /// Binds the weights of `file` (anything with `find_tensor(name) -> const tensor_view*`) to `be`;
 /// `style` picks GGUF or HF names. Throws tf::error on a missing tensor or a shape that disagrees
 /// with `hp`.
@@ -65,15 +82,7 @@ glm4_weights<B> bind_weights(File const& file, glm4_hparams const& hp, name_styl
     l.post_attn_norm = b.vec(tensor_role::post_attention_norm, i, h);
     l.ffn_norm = b.vec(tensor_role::ffn_norm, i, h);
     l.post_ffw_norm = b.vec(tensor_role::post_ffw_norm, i, h);
-    l.attn.q = b.mat(tensor_role::attn_q, i, q_out, h);
-    l.attn.k = b.mat(tensor_role::attn_k, i, kv_out, h);
-    l.attn.v = b.mat(tensor_role::attn_v, i, kv_out, h);
-    if (hp.attention_bias) {
-      l.attn.q_bias = b.vec(tensor_role::attn_q_bias, i, q_out);
-      l.attn.k_bias = b.vec(tensor_role::attn_k_bias, i, kv_out);
-      l.attn.v_bias = b.vec(tensor_role::attn_v_bias, i, kv_out);
-    }
-    l.attn.o = b.mat(tensor_role::attn_output, i, h, q_out);
+    bind_glm_attention(l.attn, b, i, h, q_out, kv_out, hp.attention_bias);
     if (b.find(tensor_role::ffn_gate, i, true)) {
       l.mlp.gate = b.mat(tensor_role::ffn_gate, i, ff, h);
       l.mlp.up = b.mat(tensor_role::ffn_up, i, ff, h);
