@@ -62,6 +62,15 @@ bool own_chat_template(std::filesystem::path const& path) {
   return g != nullptr && !g->get_string("tokenizer.chat_template").value_or("").empty();
 }
 
+#if defined(TF_WITH_NCCL)
+/// A CUDA rank's pool: its device's memory, or host memory for a GPU that shares it.
+tf::serve::tp::rank_memory cuda_rank_memory(int device) {
+  auto const d = tf::backend::cuda_parts::query_device(device);
+  return {d.integrated ? tf::memory::memory_kind::unified : tf::memory::memory_kind::discrete,
+          tf::backend::cuda_parts::device_memory_reader(device)};
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -178,8 +187,25 @@ int main(int argc, char** argv) {
     std::optional<tf::serve::tp::ranks> ranks;
     tf::serve::rank_link* link = nullptr;
     if (tp > 1) {
-      if (backend != "cpu") throw tf::error("tf: --tp {} runs on --backend cpu only", tp);
       ranks.emplace(tp, &argc, &argv);
+      if (backend == "cuda") {
+#if defined(TF_WITH_NCCL)
+        // A machine's ranks take its devices in turn from --device on; NCCL moves their floats.
+        int const count = tf::backend::cuda_parts::device_count();
+        if (count == 0)
+          throw tf::error("tf: --tp {} --backend cuda: no CUDA device is visible", tp);
+        device = (device + ranks->local_rank()) % count;
+        ranks->devices.emplace(ranks->comm, device);
+        fmt::print(stderr, "tf: rank {} on CUDA device {} of {}\n", ranks->comm.rank(), device,
+                   count);
+#else
+        throw tf::error(
+            "tf: --tp {} --backend cuda: this serve binary was built without NCCL; rebuild with "
+            "TF_CUDA=ON where NCCL is installed (it ships with the CUDA toolkit), or use --backend "
+            "cpu",
+            tp);
+#endif
+      }
     }
 #else
     if (tp > 1)
@@ -229,7 +255,16 @@ int main(int argc, char** argv) {
       fo.load = load == "read" ? tf::model::load_mode::read : tf::model::load_mode::map;
       fo.kv = kv_type == "f32" ? tf::kv_dtype::f32 : tf::kv_dtype::f16;
       fo.page_tokens = 256;
-      return tf::serve::tp::follow(ranks->comm, path, fo, reserve_bytes, cap_bytes);
+      fo.device = device;
+      fo.cuda_matmul = matmul;
+#if defined(TF_WITH_NCCL)
+      if (backend == "cuda")
+        return tf::serve::tp::follow<tf::backend::cuda>(
+            ranks->comm, *ranks->devices, path, fo, reserve_bytes, cap_bytes,
+            cuda_rank_memory(device), tf::backend::cuda::scratch_bytes({device, matmul}));
+#endif
+      return tf::serve::tp::follow<tf::backend::cpu>(ranks->comm, ranks->comm, path, fo,
+                                                     reserve_bytes, cap_bytes, {}, 0);
     }
 #endif
     // Sampling defaults: the flags, else the file's recommendation, else llama-server's.
@@ -320,7 +355,7 @@ int main(int argc, char** argv) {
       }
 #endif
 #if defined(TF_WITH_MPI)
-      auto b = ranks ? tf::serve::tp::budget_over_ranks(ranks->comm, o, held)
+      auto b = ranks ? tf::serve::tp::budget_over_ranks(ranks->comm, o, held, {kind, device_reader})
                      : tf::memory::start_budget(kind, tf::memory::system_proc_reader(),
                                                 device_reader, o);
 #else
@@ -436,7 +471,7 @@ int main(int argc, char** argv) {
     tf::serve::host_config const host_cfg{0, context, max_queue, page_tokens};
     std::shared_ptr<tf::serve::served_model> be;
 #if defined(TF_WITH_CUDA)
-    if (backend == "cuda") {
+    if (backend == "cuda" && tp == 1) {
       be = tf::serve::open_served<tf::families::builtin, tf::backend::cuda>(
           path, o, host_cfg, size_pool, chat_template, drafts);
       fmt::print(stderr, "{}\n",
@@ -445,8 +480,15 @@ int main(int argc, char** argv) {
 #endif
 #if defined(TF_WITH_MPI)
     if (ranks) {
-      auto r = tf::serve::open_served_over_ranks(ranks->comm, path, o, host_cfg, size_pool,
-                                                 chat_template, drafts, {});
+      tf::serve::served_over_ranks r;
+#if defined(TF_WITH_NCCL)
+      if (backend == "cuda")
+        r = tf::serve::open_served_over_ranks<tf::families::builtin, tf::backend::cuda>(
+            ranks->comm, *ranks->devices, path, o, host_cfg, size_pool, chat_template, drafts, {});
+      else
+#endif
+        r = tf::serve::open_served_over_ranks(ranks->comm, path, o, host_cfg, size_pool,
+                                              chat_template, drafts, {});
       be = std::move(r.served);
       link = r.link;
       fmt::print(stderr, "tf: the model is split over {} ranks; rank 0 serves\n", tp);

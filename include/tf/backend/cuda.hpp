@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -55,6 +56,7 @@ struct matrix {
   device_array<std::byte> bytes;
   std::shared_ptr<blaslt_plan> plan;  // set where cuBLASLt runs this weight
   bool partial_sum = false;           // a rank's input features: its product is all-reduced
+  std::int64_t vocab = 0;  // > 0: a head split by vocabulary, this rank's rows of `vocab`
 
   bool empty() const { return rows == 0; }
   kernels::cuda::weight view() const {
@@ -116,6 +118,15 @@ class cuda {
   /// Bytes of weights uploaded to the device so far (matrices and vectors).
   std::uint64_t uploaded_bytes() const { return uploaded_; }
 
+  /// The weights bound to this backend, as backend::cpu reports them: on a device every byte is
+  /// a copy made at the bind, in device memory from then on. Under tensor parallelism, this
+  /// rank's share.
+  struct bound_weights {
+    std::uint64_t bytes = 0;
+    std::uint64_t copied_bytes = 0;
+  };
+  bound_weights weights_bound() const { return {uploaded_, uploaded_}; }
+
   cuda_parts::device_info const& device() const { return device_; }
   /// The cuBLASLt context where options::matmul is cublaslt, else null.
   cuda_parts::blaslt const* blaslt() const { return blaslt_.get(); }
@@ -165,6 +176,36 @@ class cuda {
   template <class File>
   matrix upload_head(File const&, model::tensor_view const&, host_matrix m) const {
     return upload(m);
+  }
+
+  /// This rank's rows of a head `whole` [vocab, hidden] split by vocabulary (tensor parallelism:
+  /// each rank's logits are then gathered); nothing where the ranks do not divide the rows. From
+  /// the file only the rank's rows are uploaded; a head already on the device (a tied embedding)
+  /// is viewed in place.
+  std::optional<matrix> vocab_slice(host_matrix const& whole) const {
+    if (!splits_vocab(whole.rows)) return std::nullopt;
+    std::int64_t const rows = whole.rows / ranks_.size;
+    host_matrix part = whole;
+    part.data += static_cast<std::uint64_t>(ranks_.rank * rows) * whole.row_bytes;
+    part.rows = rows;
+    auto m = upload(part);
+    m.vocab = whole.rows;
+    return m;
+  }
+  std::optional<matrix> vocab_slice(matrix const& whole) const {
+    if (whole.vocab > 0 || !splits_vocab(whole.rows)) return std::nullopt;
+    std::int64_t const rows = whole.rows / ranks_.size;
+    auto const bytes = static_cast<std::size_t>(static_cast<std::uint64_t>(rows) * whole.row_bytes);
+    matrix m{whole.type,
+             rows,
+             whole.cols,
+             whole.row_bytes,
+             whole.bytes.view(static_cast<std::size_t>(ranks_.rank) * bytes, bytes),
+             {},
+             false,
+             whole.rows};
+    if (blaslt_) m.plan = blaslt_->plan(m.view());
+    return m;
   }
   kv_store make_kv_store(kv_shape shape, kv_layout layout) const { return {shape, layout}; }
   state_store make_state_store(std::int32_t slots, state_layout layout) const {
@@ -440,8 +481,12 @@ class cuda {
                                stream_);
     kernels::cuda::rmsnorm(head_in_.data(), norm.data(), size(norm), head_in_.data(), m, x.cols,
                            x.cols, eps, stream_);
-    matmul(head, head_in_, head_out_);
-    if (softcap > 0.0f) kernels::cuda::softcap(head_out_.data(), m * head.rows, softcap, stream_);
+    if (head.vocab > 0)
+      gathered_logits(head, m);
+    else
+      matmul(head, head_in_, head_out_);
+    if (softcap > 0.0f)
+      kernels::cuda::softcap(head_out_.data(), m * head_out_.cols, softcap, stream_);
     if (hidden_out_) {
       // Every token's hidden state after the final norm (what the head reads), for an MTP head.
       shape(hidden_, x.rows, x.cols);
@@ -450,10 +495,10 @@ class cuda {
       download(hidden_, hidden_out_, static_cast<std::size_t>(x.rows * x.cols));
     }
     if (!logits) return;
-    cuda_parts::check(
-        cudaMemcpy(logits, head_out_.data(),
-                   static_cast<std::size_t>(m * head.rows) * sizeof(float), cudaMemcpyDeviceToHost),
-        "logits copy to the host");
+    cuda_parts::check(cudaMemcpy(logits, head_out_.data(),
+                                 static_cast<std::size_t>(m * head_out_.cols) * sizeof(float),
+                                 cudaMemcpyDeviceToHost),
+                      "logits copy to the host");
   }
 
   /// Samples each logit row the last logits() left on the device (rows[i] for row i, their
@@ -521,6 +566,29 @@ class cuda {
 
   // The rank-order sum of every rank's partial y, the same bits on every rank. The collectives
   // run on the communicator's own stream, so this stream's work on y finishes first.
+  bool splits_vocab(std::int64_t rows) const {
+    return ranks_.split() && ranks_.all_gather && rows % ranks_.size == 0;
+  }
+
+  // This rank's rows of a head split by vocabulary, then every rank's, into head_out_ [m, vocab].
+  void gathered_logits(matrix const& head, std::int64_t m) {
+    multiply(head, head_in_, head_part_);
+    shape(head_all_, m * ranks_.size, head.rows);
+    cuda_parts::check(cudaStreamSynchronize(stream_), "the stream before an all-gather");
+    auto const mine = static_cast<std::size_t>(m * head.rows);
+    ranks_.all_gather(
+        std::span<float const>(head_part_.data(), mine),
+        std::span<float>(head_all_.data(), mine * static_cast<std::size_t>(ranks_.size)));
+    shape(head_out_, m, head.vocab);
+    auto const row = static_cast<std::size_t>(head.rows) * sizeof(float);
+    for (int r = 0; r < ranks_.size; ++r)
+      cuda_parts::check(cudaMemcpy2D(head_out_.data() + static_cast<std::int64_t>(r) * head.rows,
+                                     static_cast<std::size_t>(head.vocab) * sizeof(float),
+                                     head_all_.data() + static_cast<std::size_t>(r) * mine, row,
+                                     row, static_cast<std::size_t>(m), cudaMemcpyDeviceToDevice),
+                        "the gathered logits' copy");
+  }
+
   void reduce(buffer& y) {
     if (!ranks_.split()) return;
     cuda_parts::check(cudaStreamSynchronize(stream_), "the stream before an all-reduce");
@@ -561,6 +629,7 @@ class cuda {
   kernels::cuda::stream_t stream_ = nullptr;    // the legacy default stream: in order with copies
   step step_;
   buffer head_in_, head_out_, hidden_;
+  buffer head_part_, head_all_;  // a vocabulary-split head's logits: this rank's, every rank's
   float* hidden_out_ = nullptr;  // capture_hidden's target
   cuda_parts::device_sampler sampler_;
   moe_scratch moe_;

@@ -103,6 +103,17 @@ class device_array {
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
 
+  /// Elements [offset, offset + n) of this array, sharing its memory (which lives while either
+  /// does); growing the view past n allocates its own.
+  device_array view(std::size_t offset, std::size_t n) const {
+    if (offset + n > size_)
+      throw error("tf: a device view of [{}, {}) in {} elements", offset, offset + n, size_);
+    device_array v;
+    v.mem_ = std::shared_ptr<void>(mem_, static_cast<T*>(mem_.get()) + offset);
+    v.size_ = v.capacity_ = n;
+    return v;
+  }
+
  private:
   std::shared_ptr<void> mem_;
   std::size_t size_ = 0, capacity_ = 0;
