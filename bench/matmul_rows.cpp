@@ -1,11 +1,13 @@
 // Kernel bench for the few-row quantized matmul (a speculative verify round runs one stream's
-// k + 1 positions through every matrix): tf::kernels::cpu::matmul on the AVX2 path at 1..9
-// activation rows against b separate one-row calls, for the default model's shapes (the Q8_0
-// 262,144 x 640 tied head, the Q5_0 layer matrices). Small matrices rotate through copies
-// spread over 256 MiB, so their weights come from memory as in a decode step.
-// Prints ms per call, weight GB/s (1e9 bytes/s) and ns per weight block per activation row.
-//   g++ -O3 -std=c++20 -DNDEBUG -pthread -I include -I . bench/matmul_rows.cpp -o /tmp/mmr
+// k + 1 positions through every matrix): tf::kernels::cpu::matmul on the machine's path (or
+// --isa avx2 / avx512) at 1..9 activation rows against b separate one-row calls, for the
+// default model's shapes (the Q8_0 262,144 x 640 tied head, the Q5_0 layer matrices). Small
+// matrices rotate through copies spread over 256 MiB, so their weights come from memory as in a
+// decode step. Prints ms per call, weight GB/s (1e9 bytes/s) and ns per weight block per
+// activation row.
+//   g++ -O3 -std=c++20 -DNDEBUG -pthread -I include -I . bench/matmul_rows.cpp -o /tmp/mmr -lfmt
 //   /tmp/mmr [--threads 1,2] [--rows 1,2,3,5,9] [--shapes head,ffn_up,ffn_down,q] [--secs 0.4]
+//            [--isa avx2|avx512]
 #include <kernels/cpu/matmul.hpp>
 
 #include <sys/mman.h>
@@ -67,6 +69,7 @@ int main(int argc, char** argv) {
   std::vector<int> threads = {1, 2}, rows = {1, 2, 3, 5, 9};
   std::string which = "head,ffn_up,ffn_down";
   double secs = 0.4;
+  isa path = tf::kernels::cpu::default_isa();
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--threads")
@@ -77,7 +80,10 @@ int main(int argc, char** argv) {
       which = argv[i + 1];
     else if (a == "--secs")
       secs = std::atof(argv[i + 1]);
+    else if (a == "--isa")
+      path = std::string(argv[i + 1]) == "avx512" ? isa::avx512 : isa::avx2;
   }
+  std::printf("path: %s\n", std::string(tf::kernels::cpu::isa_name(path)).c_str());
   const std::int64_t arena = 256ll << 20;
   auto* mem =
       static_cast<std::uint8_t*>(mmap(nullptr, static_cast<std::size_t>(arena),
@@ -117,7 +123,7 @@ int main(int argc, char** argv) {
             p.n = s.n;
             p.k = s.k;
             p.b = b;
-            tf::kernels::cpu::matmul(p, pool, isa::avx2);
+            tf::kernels::cpu::matmul(p, pool, path);
             ++c;
           }
           samples.push_back(
