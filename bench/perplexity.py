@@ -47,8 +47,10 @@ def run_llama(tool, text, ctx, threads):
     log = out.stdout + out.stderr
 
     # Its log lines start with the time since start, MINUTES.SECONDS.MS.US.
+    # The stamp is the last one before the pattern: the ETA line after the first pass ends its
+    # "minutes" on stdout, so "Final estimate" follows it on the same stderr line.
     def stamp(pattern):
-        m = re.search(r"(\d+)\.(\d+)\.(\d+)\.(\d+) I [^\n]*" + pattern, log)
+        m = list(re.finditer(r"(\d+)\.(\d+)\.(\d+)\.(\d+) I ", log[:log.index(pattern)]))[-1]
         mi, se, ms, us = (int(g) for g in m.groups())
         return mi * 60 + se + ms / 1e3 + us / 1e6
 
