@@ -107,6 +107,7 @@ run_result serve_on(Model& model, std::vector<generation_request> const& reqs, s
   drafts.source = std::move(source);
   drafts.max_tokens = 6;
   if (!weigh) drafts.fixed_rows = std::numeric_limits<double>::infinity();
+  drafts.measure_rows = false;  // the toy's round times say nothing of a model's; the rule does
   metrics m;
   lane_host<Model, Family> host(model, {parallel, 512, 64, 64}, &m, drafts);
   CHECK(host.drafting() == (drafts.source != nullptr));
@@ -333,6 +334,32 @@ class round_recorder {
 
 }  // namespace
 
+TEST_CASE("a round's fixed part in rows is fitted from the rounds' own times") {
+  round_cost_fit fit;
+  CHECK_FALSE(fit.fixed_rows());
+  // t = 2 ms + 0.5 ms a row: the fixed part is 4 rows' worth; one stream at 1 or 9 rows.
+  for (int i = 0; i < 7; ++i) fit.add(i % 2 ? 9.0 : 1.0, 0.002 + 0.0005 * (i % 2 ? 9 : 1));
+  CHECK_FALSE(fit.fixed_rows());  // under 8 rounds
+  fit.add(9.0, 0.002 + 0.0005 * 9);
+  REQUIRE(fit.fixed_rows());
+  CHECK(*fit.fixed_rows() == Approx(4.0).epsilon(1e-6));
+  // A machine where eight rows are arithmetic already: a round's time grows with every row.
+  round_cost_fit busy;
+  for (int i = 0; i < 40; ++i) busy.add(i % 3 ? 8.0 : 40.0, i % 3 ? 0.034 : 0.183);
+  REQUIRE(busy.fixed_rows());
+  CHECK(*busy.fixed_rows() == Approx(0.0));  // clamped: 8 rows at 4.25 ms each, 40 at 4.6
+  draft_config d;
+  CHECK(d.pays_at(8, *busy.fixed_rows()) == Approx(1.0));  // drafts never pay beside 7 others
+  // Rounds that all run the same rows cannot tell the fixed part from the rows' part.
+  round_cost_fit same;
+  for (int i = 0; i < 40; ++i) same.add(8.0, 0.03 + 0.001 * (i % 5));
+  CHECK_FALSE(same.fixed_rows());
+  // More rows that took no longer (a noisy machine) give no fit either.
+  round_cost_fit noisy;
+  for (int i = 0; i < 40; ++i) noisy.add(i % 2 ? 9.0 : 1.0, i % 2 ? 0.004 : 0.005);
+  CHECK_FALSE(noisy.fixed_rows());
+}
+
 TEST_CASE("a round drafts beside other streams only while their acceptance pays; it shares 32") {
   draft_config const d;
   CHECK(d.pays_at(1) == Approx(1 / 2.25));
@@ -404,6 +431,7 @@ TEST_CASE("1,000 drafted requests with cancels and prompts past the pool leave a
   draft_config drafts;
   drafts.source = std::make_shared<toy_greedy_draft>(3);
   drafts.max_tokens = 8;
+  drafts.measure_rows = false;  // the toy's round times would decide whether rounds draft
   metrics m;
   lane_host<toy_model, toy_family> host(model, {4, 2048, 2000, 32}, &m, drafts);
   std::mt19937 gen(42);

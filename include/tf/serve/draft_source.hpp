@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -79,23 +80,62 @@ class ngram_draft final : public draft_source {
   ngram_config cfg_;
 };
 
+/// A decode round's time as its rows grow, fitted from the rounds' own times: t = a + b rows by
+/// least squares over the recent rounds (each older one weighing 1/64 less). fixed_rows() = a / b,
+/// the part that does not grow with the rows in rows' worth, once the rounds seen differ enough
+/// in rows to tell a from b. What it is depends on the machine and the model (one stream's
+/// round is mostly reading the weights; on some CPUs eight rows are arithmetic already).
+class round_cost_fit {
+ public:
+  void add(double rows, double seconds) {
+    constexpr double keep = 63.0 / 64.0;
+    ++rounds_;
+    w_ = w_ * keep + 1;
+    r_ = r_ * keep + rows;
+    t_ = t_ * keep + seconds;
+    rr_ = rr_ * keep + rows * rows;
+    rt_ = rt_ * keep + rows * seconds;
+  }
+
+  /// a / b in [0, 64], or nothing before 8 rounds or while their rows differ by less than about
+  /// half a row, or where more rows did not take longer.
+  std::optional<double> fixed_rows() const {
+    if (rounds_ < 8) return std::nullopt;
+    double const mr = r_ / w_, mt = t_ / w_;
+    double const var = rr_ / w_ - mr * mr;
+    if (!(var >= 0.25)) return std::nullopt;
+    double const b = (rt_ / w_ - mr * mt) / var;
+    if (!(b > 0)) return std::nullopt;
+    return std::clamp((mt - b * mr) / b, 0.0, 64.0);
+  }
+
+ private:
+  std::size_t rounds_ = 0;
+  double w_ = 0, r_ = 0, t_ = 0, rr_ = 0, rt_ = 0;
+};
+
 /// How the lane host drafts: the source (none: no drafts) and how many tokens it may propose.
 struct draft_config {
   std::shared_ptr<draft_source> source;  // null: decode one token per stream per round
   std::size_t max_tokens = 8;            // most drafts in one stream's verify row
   std::size_t round_tokens = 32;         // most drafts in one round, over all streams
   // The part of a round's time that does not grow with its rows (the weights read once, the
-  // round's fixed work), in rows' worth of the per-row arithmetic; see pays_at.
+  // round's fixed work), in rows' worth of the per-row arithmetic; see pays_at. Infinite: every
+  // round drafts.
   double fixed_rows = 1.25;
+  // Whether the lane host replaces fixed_rows by the rounds' own measure (round_cost_fit) once
+  // it has one; fixed_rows is the prior until then.
+  bool measure_rows = true;
 
   /// The acceptance a stream's drafts need in a round where `streams` streams decode. A round
-  /// of R rows takes about (fixed_rows + R) row-times; without drafts S streams emit S tokens
-  /// in (fixed_rows + S), so one more row pays when it adds more than S / (fixed_rows + S)
-  /// tokens: little at one stream, nearly a whole token once plain decode fills the batch.
-  double pays_at(std::size_t streams) const {
+  /// of R rows takes about (fixed + R) row-times; without drafts S streams emit S tokens in
+  /// (fixed + S), so one more row pays when it adds more than S / (fixed + S) tokens: little at
+  /// one stream, nearly a whole token once plain decode fills the batch.
+  double pays_at(std::size_t streams, double fixed) const {
     auto const s = static_cast<double>(streams);
-    return s / (fixed_rows + s);
+    return s / (fixed + s);
   }
+  double pays_at(std::size_t streams) const { return pays_at(streams, fixed_rows); }
 };
 
 }  // namespace tf::serve

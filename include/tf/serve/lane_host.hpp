@@ -14,7 +14,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -672,7 +674,9 @@ class lane_host {
           histories.push_back(l->history);
         }
         std::vector<sample::sample_result> results(row_lanes.size());
+        auto const start = std::chrono::steady_clock::now();
         model_.forward_sample(std::span<batch_row const>(rows), samplers, histories, results);
+        timed(row_lanes.size(), row_lanes.size(), start);
         for (std::size_t i = 0; i < row_lanes.size(); ++i) {
           row_lanes[i]->verdict.clear();
           row_lanes[i]->verdict.push_back(std::move(results[i]));
@@ -686,7 +690,9 @@ class lane_host {
         for (auto* l : row_lanes)
           if (!l->drafts.empty()) model_.copy_state(l->slot, l->draft_slot);
       logits.resize(static_cast<std::size_t>(logits_rows(rows)) * vocab());
+      auto const start = std::chrono::steady_clock::now();
       run_rows(std::span<batch_row const>(rows), logits.data());
+      timed(row_lanes.size(), tokens.size(), start);
       for (std::size_t i = 0, at = 0; i < row_lanes.size(); ++i) {
         auto const n = rows[i].tokens.size();
         judge(*row_lanes[i], std::span<float const>(logits).subspan(at * vocab(), n * vocab()));
@@ -713,6 +719,19 @@ class lane_host {
         emit(*l, std::move(r));
         if (l->stream_done) break;
       }
+  }
+
+  // The round-cost fit of rounds where `streams` streams decode: a round's cost is not one line
+  // in its rows (one stream's is mostly reading the weights, eight streams' may be arithmetic
+  // already), so each count of streams has its own, the last for that many and more.
+  round_cost_fit& cost_of(std::size_t streams) {
+    return round_costs_[std::min(streams, round_costs_.size()) - 1];
+  }
+
+  // A decode round's forward of `rows` positions for `streams` streams, begun at `start`.
+  void timed(std::size_t streams, std::size_t rows, std::chrono::steady_clock::time_point start) {
+    std::chrono::duration<double> const took = std::chrono::steady_clock::now() - start;
+    cost_of(streams).add(static_cast<double>(rows), took.count());
   }
 
   // Recurrent state has no per-position rollback: a lane whose row ran past its accepted tokens
@@ -772,7 +791,19 @@ class lane_host {
       drafts += static_cast<double>(draft_caps_[i]);
       expected += static_cast<double>(draft_caps_[i]) * lanes[i]->draft_rate;
     }
-    if (expected >= draft_.pays_at(n) * drafts) return;
+    double fixed = draft_.fixed_rows;
+    bool explore = false;
+    if (draft_.measure_rows && std::isfinite(fixed)) {
+      if (auto const measured = cost_of(n).fixed_rows())
+        fixed = *measured;
+      else  // every fourth round plain until the fit has rounds of both kinds to tell
+        explore = drafts > 0 && explore_turn_[std::min(n, explore_turn_.size()) - 1]++ % 4 == 3;
+    }
+    if (!explore && expected >= draft_.pays_at(n, fixed) * drafts) return;
+    if (explore) {
+      draft_caps_.assign(n, 0);
+      return;
+    }
     for (std::size_t i = 0; i < n; ++i)
       if (draft_caps_[i] > 0) {
         draft_caps_[i] = 0;
@@ -944,6 +975,8 @@ class lane_host {
   std::vector<sample::sample_result> scored_;   // engine thread only: a chunk's prompt logprobs
   std::vector<std::int32_t> score_scratch_;     // engine thread only: score_token's ranking
   std::vector<std::int32_t> judged_history_;    // engine thread only: history with accepted drafts
+  std::array<round_cost_fit, 16> round_costs_;  // engine thread only: see cost_of
+  std::array<std::size_t, 16> explore_turn_{};  // rounds with drafts while a fit is missing
   std::vector<batch_row> replay_rows_;          // engine thread only: rows of accepted tokens
   std::vector<std::size_t> draft_caps_;         // engine thread only: each lane's drafts this round
   std::size_t share_turn_ = 0;                  // engine thread only: who is first past the level
