@@ -564,8 +564,7 @@ class cuda {
       kernels::cuda::matmul(w.view(), x.data(), y.data(), x.rows, stream_);
   }
 
-  // The rank-order sum of every rank's partial y, the same bits on every rank. The collectives
-  // run on the communicator's own stream, so this stream's work on y finishes first.
+  // Whether the ranks can split a head of `rows` vocabulary rows (each gathers the others' logits).
   bool splits_vocab(std::int64_t rows) const {
     return ranks_.split() && ranks_.all_gather && rows % ranks_.size == 0;
   }
@@ -589,6 +588,8 @@ class cuda {
                         "the gathered logits' copy");
   }
 
+  // The rank-order sum of every rank's partial y, the same bits on every rank. The collectives
+  // run on the communicator's own stream, so this stream's work on y finishes first.
   void reduce(buffer& y) {
     if (!ranks_.split()) return;
     cuda_parts::check(cudaStreamSynchronize(stream_), "the stream before an all-reduce");

@@ -721,17 +721,21 @@ class lane_host {
       }
   }
 
-  // The round-cost fit of rounds where `streams` streams decode: a round's cost is not one line
-  // in its rows (one stream's is mostly reading the weights, eight streams' may be arithmetic
-  // already), so each count of streams has its own, the last for that many and more.
-  round_cost_fit& cost_of(std::size_t streams) {
-    return round_costs_[std::min(streams, round_costs_.size()) - 1];
+  // The rounds where `streams` streams decode: a round's cost is not one line in its rows (one
+  // stream's is mostly reading the weights, eight streams' may be arithmetic already), so each
+  // count of streams has its own fit, the last for that many and more.
+  struct stream_count_rounds {
+    round_cost_fit cost;
+    std::size_t drafting = 0;  // rounds that would have drafted while `cost` had no fit
+  };
+  stream_count_rounds& rounds_of(std::size_t streams) {
+    return stream_counts_[std::min(streams, stream_counts_.size()) - 1];
   }
 
   // A decode round's forward of `rows` positions for `streams` streams, begun at `start`.
   void timed(std::size_t streams, std::size_t rows, std::chrono::steady_clock::time_point start) {
     std::chrono::duration<double> const took = std::chrono::steady_clock::now() - start;
-    cost_of(streams).add(static_cast<double>(rows), took.count());
+    rounds_of(streams).cost.add(static_cast<double>(rows), took.count());
   }
 
   // Recurrent state has no per-position rollback: a lane whose row ran past its accepted tokens
@@ -792,18 +796,17 @@ class lane_host {
       expected += static_cast<double>(draft_caps_[i]) * lanes[i]->draft_rate;
     }
     double fixed = draft_.fixed_rows;
-    bool explore = false;
     if (draft_.measure_rows && std::isfinite(fixed)) {
-      if (auto const measured = cost_of(n).fixed_rows())
+      auto& counted = rounds_of(n);
+      if (auto const measured = counted.cost.fixed_rows()) {
         fixed = *measured;
-      else  // every fourth round plain until the fit has rounds of both kinds to tell
-        explore = drafts > 0 && explore_turn_[std::min(n, explore_turn_.size()) - 1]++ % 4 == 3;
+      } else if (drafts > 0 && counted.drafting++ % 4 == 3) {
+        // Every fourth such round runs plain, so the fit sees rounds of both kinds.
+        draft_caps_.assign(n, 0);
+        return;
+      }
     }
-    if (!explore && expected >= draft_.pays_at(n, fixed) * drafts) return;
-    if (explore) {
-      draft_caps_.assign(n, 0);
-      return;
-    }
+    if (expected >= draft_.pays_at(n, fixed) * drafts) return;
     for (std::size_t i = 0; i < n; ++i)
       if (draft_caps_[i] > 0) {
         draft_caps_[i] = 0;
@@ -975,11 +978,10 @@ class lane_host {
   std::vector<sample::sample_result> scored_;   // engine thread only: a chunk's prompt logprobs
   std::vector<std::int32_t> score_scratch_;     // engine thread only: score_token's ranking
   std::vector<std::int32_t> judged_history_;    // engine thread only: history with accepted drafts
-  std::array<round_cost_fit, 16> round_costs_;  // engine thread only: see cost_of
-  std::array<std::size_t, 16> explore_turn_{};  // rounds with drafts while a fit is missing
-  std::vector<batch_row> replay_rows_;          // engine thread only: rows of accepted tokens
-  std::vector<std::size_t> draft_caps_;         // engine thread only: each lane's drafts this round
-  std::size_t share_turn_ = 0;                  // engine thread only: who is first past the level
+  std::array<stream_count_rounds, 16> stream_counts_;  // engine thread only: see rounds_of
+  std::vector<batch_row> replay_rows_;   // engine thread only: rows of accepted tokens
+  std::vector<std::size_t> draft_caps_;  // engine thread only: each lane's drafts this round
+  std::size_t share_turn_ = 0;           // engine thread only: who is first past the level
   std::thread engine_;
 };
 
