@@ -162,7 +162,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"ngram", "model", "mtp", "none"}));
   app.add_option("--draft-model", draft_model,
                  "with --draft model: a smaller model with the same tokenizer whose greedy "
-                 "continuation is the draft");
+                 "continuation is the draft, or a drafter that reads the target's KV (Gemma 4's "
+                 "assistant GGUF)");
   app.add_option("--draft-max", draft_max, "most drafted tokens per stream and round")
       ->check(CLI::Range(0, 64));
   app.add_option("--draft-ngram-min", draft_ngram_min, "shortest n-gram a draft may follow")
@@ -402,7 +403,24 @@ int main(int argc, char** argv) {
       throw tf::error("tf: --draft-model is for --draft model (got --draft {})", draft);
     std::string draft_line;
     std::uint64_t draft_store_bytes = 0;
-    if (draft == "model" && draft_max > 0) {
+    // A draft model file may be a drafter that reads the target's KV (Gemma 4's assistant).
+    auto const draft_arch =
+        draft == "model" && draft_max > 0
+            ? std::string(tf::model::model_file::open(draft_model, tf::model::load_mode::map)
+                              .architecture())
+            : std::string();
+    bool const target_kv_drafter = tf::families::builtin::knows_drafter(draft_arch);
+    if (target_kv_drafter) {
+      // A drafter that reads the target's KV (Gemma 4's assistant) opens beside the engine and
+      // holds no KV; its mapped weights are counted with the target's.
+      if (tp > 1)
+        throw tf::error("tf: --draft-model {} reads the target's KV, which --tp splits",
+                        draft_model);
+      drafts.target_kv_drafter = draft_model;
+      drafts.max_tokens = draft_max;
+      draft_store_bytes = std::filesystem::file_size(draft_model);
+      draft_line = fmt::format("{} {} over the target's KV", draft_arch, draft_model);
+    } else if (draft == "model" && draft_max > 0) {
       // Its weights are read before the budget reads the machine, which then counts them; its
       // stores (and an MTP head's) fill only as drafts run: counted with the target's weights.
       tf::open_options dopt;

@@ -1,5 +1,7 @@
 #pragma once
-/// Gemma 4 (gemma4 / gemma4_text): the family's traits. Its forward is gemma4_model.hpp.
+/// Gemma 4 (gemma4 / gemma4_text): the family's traits. Its forward is gemma4_model.hpp, its
+/// assistant drafter gemma4_assistant.hpp.
+#include <families/gemma/gemma4_assistant.hpp>
 #include <families/gemma/gemma4_model.hpp>
 #include <tf/backend/capabilities.hpp>
 #include <tf/family.hpp>
@@ -18,6 +20,10 @@ struct gemma4 {
   using hparams = gemma4_hparams;
   template <class B>
   using model = gemma4_model<B>;
+  /// A drafter that reads this family's KV: its file's architecture, and its forward.
+  static constexpr std::string_view drafter_arch = gemma4_assistant_arch;
+  template <class B>
+  using target_kv_drafter = gemma4_assistant<B>;
 };
 
 }  // namespace tf::families::gemma

@@ -46,6 +46,15 @@ constexpr bool arch_names_unique() {
   return true;
 }
 
+/// F's `drafter_arch`, or "" where it declares none.
+template <class F>
+constexpr std::string_view drafter_arch_of() {
+  if constexpr (requires { F::drafter_arch; })
+    return F::drafter_arch;
+  else
+    return {};
+}
+
 }  // namespace detail
 
 /// A set of families; each answers the architecture names it lists in `arch_names`.
@@ -76,6 +85,11 @@ struct registry {
     return names;
   }
 
+  /// Whether `arch` is the architecture of a drafter that one of the families runs over its own
+  /// KV (a family's `drafter_arch`, as Gemma 4's assistant).
+  static bool knows_drafter(std::string_view arch) {
+    return !arch.empty() && ((detail::drafter_arch_of<F>() == arch) || ...);
+  }
   static bool knows(std::string_view arch) {
     bool found = false;
     hana::for_each(hana::keys(map),

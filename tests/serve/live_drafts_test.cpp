@@ -213,6 +213,32 @@ TEST_CASE("tiny fixtures: a draft model's drafts give the replies without drafts
   CHECK(bad.log().find("nonexistent.gguf") != std::string::npos);
 }
 
+TEST_CASE("tiny fixtures: Gemma 4's assistant drafts over the target's KV, replies unchanged") {
+  REQUIRE(fs::exists(serve_binary()));
+  fs::path const root = TF_FIXTURES_DIR;
+  auto const assistant = (root / "gemma/tiny4_e/assistant-f32.gguf").string();
+  {
+    live_server s({(root / "gemma/tiny4_e/tiny-q8_0.gguf").string(), "--parallel", "2", "--context",
+                   "256", "--threads", "2", "--draft", "model", "--draft-model", assistant});
+    REQUIRE(s.wait_ready(std::chrono::seconds(120)));
+    CHECK(s.log().find("tf: speculative drafts: gemma4-assistant") != std::string::npos);
+    CHECK(s.log().find("over the target's KV") != std::string::npos);
+    auto const [accepted, rejected] = check_fixture_drafts(s.port());
+    CHECK(accepted + rejected > 0);
+    httplib::Client c("127.0.0.1", s.port());
+    auto const m = c.Get("/metrics");
+    REQUIRE(m);
+    CHECK(m->body.find("tf_draft_tokens_total{source=\"assistant\"}") != std::string::npos);
+    CHECK(s.stop() == 0);
+    check_census(s.log());
+  }
+  // An assistant beside a target of another family stops the start and says why.
+  live_server bad({(root / "qwen/tiny/tiny-q8_0.gguf").string(), "--draft", "model",
+                   "--draft-model", assistant});
+  CHECK_FALSE(bad.wait_ready(std::chrono::seconds(60)));
+  CHECK(bad.log().find("the qwen3 family runs none") != std::string::npos);
+}
+
 TEST_CASE("tiny fixtures: a model's own MTP head drafts, and the replies do not change") {
   REQUIRE(fs::exists(serve_binary()));
   fs::path const root = TF_FIXTURES_DIR;

@@ -219,6 +219,9 @@ class engine {
   hparams_type const& hparams() const { return model_.bound().hp; }
   weights const& bound_weights() const { return model_.bound(); }
   kv_shape kv() const { return kv_.shape(); }
+  /// The KV store itself, for a drafter that reads the target's KV (set_streams and
+  /// set_context replace it).
+  typename Backend::kv_store const& kv_store() const { return kv_; }
   Backend& backend() { return be_; }
 
   // What the lane host reads (serve::batched_model).

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <span>
@@ -25,6 +26,14 @@ class draft_source {
   /// Appends at most `max` proposed tokens to `out`.
   virtual void propose(std::span<std::int32_t const> history, std::size_t max,
                        std::vector<std::int32_t>& out) = 0;
+  /// The same for a stream of the target whose KV pages are `pages` (positions 0, page_tokens,
+  /// ...): a source that reads the target's KV (Gemma 4's assistant) overrides it.
+  virtual void propose_at(std::span<std::int32_t const> history,
+                          std::span<std::int32_t const> pages, std::size_t max,
+                          std::vector<std::int32_t>& out) {
+    (void)pages;
+    propose(history, max, out);
+  }
   /// Sources that read the target's final hidden states (MTP heads): their width; 0: none.
   virtual std::size_t hidden_size() const { return 0; }
   /// The target ran positions `first` .. `first + n - 1` of a stream whose tokens through them are
@@ -117,8 +126,11 @@ class round_cost_fit {
 /// How the lane host drafts: the source (none: no drafts) and how many tokens it may propose.
 struct draft_config {
   std::shared_ptr<draft_source> source;  // null: decode one token per stream per round
-  std::size_t max_tokens = 8;            // most drafts in one stream's verify row
-  std::size_t round_tokens = 32;         // most drafts in one round, over all streams
+  // A drafter that reads the target's own KV (Gemma 4's assistant): its model file, which
+  // open_served opens beside the engine as `source`, through the family's target_kv_drafter.
+  std::filesystem::path target_kv_drafter;
+  std::size_t max_tokens = 8;     // most drafts in one stream's verify row
+  std::size_t round_tokens = 32;  // most drafts in one round, over all streams
   // The part of a round's time that does not grow with its rows (the weights read once, the
   // round's fixed work), in rows' worth of the per-row arithmetic; see pays_at. Infinite: every
   // round drafts.

@@ -825,7 +825,7 @@ class lane_host {
     }
     auto const k = std::min(cap, wanted(l));
     if (k == 0) return;
-    draft_.source->propose(l.history, k, l.drafts);
+    draft_.source->propose_at(l.history, l.pages, k, l.drafts);
     if (l.drafts.size() > k) l.drafts.resize(k);
     // A source with another vocabulary (a draft model's) may propose ids the target lacks.
     auto const bad = std::find_if(l.drafts.begin(), l.drafts.end(), [&](std::int32_t t) {

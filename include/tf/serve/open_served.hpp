@@ -7,10 +7,12 @@
 #include <tf/engine/engine.hpp>
 #include <tf/engine/open.hpp>
 #include <tf/model/model_file.hpp>
+#include <tf/serve/assistant_draft.hpp>
 #include <tf/serve/lane_host.hpp>
 #include <tf/serve/served_model.hpp>
 #include <tf/tokenizer/text_codec.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -18,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 namespace tf::serve {
@@ -53,6 +56,28 @@ struct file_engine : model_file_holder, engine<F, B> {
       : model_file_holder{std::move(f)}, engine<F, B>(*file, kv, o) {}
 };
 
+/// The drafter in `path` that reads `target`'s own KV (family F's target_kv_drafter, as Gemma 4's
+/// assistant), as a draft source keeping the last states of `streams` histories.
+template <class F, class E>
+std::shared_ptr<draft_source> open_target_kv_drafter(std::filesystem::path const& path, E& target,
+                                                     std::size_t streams) {
+  auto const arch =
+      std::string(model::model_file::open(path, model::load_mode::map).architecture());
+  using B = std::remove_reference_t<decltype(target.backend())>;
+  if constexpr (requires { typename F::template target_kv_drafter<B>; }) {
+    if (arch != F::drafter_arch)
+      throw error("tf: {} is a {} drafter; a {} target takes a {} one", path.string(), arch,
+                  F::name, F::drafter_arch);
+    return std::make_shared<assistant_draft>(
+        std::make_unique<typename F::template target_kv_drafter<B>>(
+            path, target.backend(), target.kv_store(), target.bound_weights()),
+        std::max<std::size_t>(1, streams));
+  } else {
+    throw error("tf: {} is a {} drafter, which reads its target's KV; the {} family runs none",
+                path.string(), arch, F::name);
+  }
+}
+
 /// Opens `path` (mapped, so the budget is read before a copy of the weights takes memory), asks
 /// `size` for the pool given the family's costs, then loads (read into memory when
 /// `o.load` says so) and serves it with `host` (its `parallel` set from `size`). A family with
@@ -81,10 +106,13 @@ std::shared_ptr<served_model> open_served(std::filesystem::path const& path, ope
       codec = tokenizer::text_codec(codec.tokens(), codec.model_id(), chat_template);
     if (o.load == model::load_mode::read)
       file = std::make_unique<model::model_file>(model::model_file::open(path, o.load));
+    bool const drafting = drafts.source || !drafts.target_kv_drafter.empty();
     kv_shape const kv{
         static_cast<std::int32_t>(granted.pages), o.page_tokens, o.kv,
-        E::has_state ? static_cast<std::int32_t>((drafts.source ? 3 : 2) * granted.parallel) : 0};
+        E::has_state ? static_cast<std::int32_t>((drafting ? 3 : 2) * granted.parallel) : 0};
     auto e = std::make_unique<E>(std::move(file), kv, backend_options<B>(o));
+    if (!drafts.target_kv_drafter.empty())
+      drafts.source = open_target_kv_drafter<F>(drafts.target_kv_drafter, *e, granted.parallel);
     out = std::make_shared<lane_served_model<E, F, tokenizer::text_codec>>(
         std::move(e), std::move(codec), host, drafts);
   });
