@@ -402,7 +402,7 @@ int main(int argc, char** argv) {
     if (draft != "model" && !draft_model.empty())
       throw tf::error("tf: --draft-model is for --draft model (got --draft {})", draft);
     std::string draft_line;
-    std::uint64_t draft_store_bytes = 0;
+    std::uint64_t draft_store_bytes = 0, draft_kv_bytes_per_token = 0;
     // A draft model file may be a drafter that reads the target's KV (Gemma 4's assistant).
     auto const draft_arch =
         draft == "model" && draft_max > 0
@@ -421,21 +421,32 @@ int main(int argc, char** argv) {
       draft_store_bytes = std::filesystem::file_size(draft_model);
       draft_line = fmt::format("{} {} over the target's KV", draft_arch, draft_model);
     } else if (draft == "model" && draft_max > 0) {
-      // Its weights are read before the budget reads the machine, which then counts them; its
-      // stores (and an MTP head's) fill only as drafts run: counted with the target's weights.
+      // Its weights are read before the budget reads the machine, which then counts them. An
+      // attention-only draft model keeps its KV in pages mirroring the target's: the budget adds
+      // its bytes to each target position's, and the ledger promises both with one page. A
+      // recurrent one keeps a store of its own (and an MTP head too), counted with the weights.
       tf::open_options dopt;
       dopt.threads = static_cast<int>(threads);
+      dopt.page_tokens = static_cast<std::int32_t>(page_tokens);
+      dopt.kv = o.kv;
       auto dm = tf::open(draft_model, dopt);
-      auto const streams = std::max<std::size_t>(1, parallel_guess);
       auto const family = std::string(dm->family());
       auto const vocab = dm->vocab_size();
-      auto source = std::make_shared<tf::serve::model_draft>(std::move(dm), streams,
-                                                             static_cast<std::int32_t>(context));
-      draft_store_bytes = source->model().store_bytes();
+      auto const recurrent = dm->recurrent();
+      auto const streams = recurrent ? std::max<std::size_t>(1, parallel_guess) : 1;
+      auto const window = static_cast<std::int32_t>(recurrent ? context : page_tokens);
+      auto source = std::make_shared<tf::serve::model_draft>(std::move(dm), streams, window);
+      if (recurrent) {
+        draft_store_bytes = source->model().store_bytes();
+        draft_line = fmt::format("model {} ({}, vocabulary {}, {} streams of {} tokens)",
+                                 draft_model, family, vocab, streams, context);
+      } else {
+        draft_kv_bytes_per_token = source->kv_bytes_per_token();
+        draft_line = fmt::format("model {} ({}, vocabulary {}, its KV in the target's pages)",
+                                 draft_model, family, vocab);
+      }
       drafts.source = std::move(source);
       drafts.max_tokens = draft_max;
-      draft_line = fmt::format("model {} ({}, vocabulary {}, {} streams of {} tokens)", draft_model,
-                               family, vocab, streams, context);
     }
     if (draft == "mtp" && draft_max > 0) {
       // On the target's backend, beside it (its forward hands the head the final hidden states).
@@ -456,6 +467,11 @@ int main(int argc, char** argv) {
       drafts.max_tokens = draft_max;
       draft_line = fmt::format("mtp head ({} streams of {} tokens)", streams, context);
     }
+    if (draft_kv_bytes_per_token > 0)
+      fmt::print(stderr,
+                 "tf: the draft model's KV: {} bytes a position, in pages mirroring the target's "
+                 "(promised with them)\n",
+                 draft_kv_bytes_per_token);
     if (draft_store_bytes > 0)
       fmt::print(stderr, "tf: the {} drafts' own memory: {} MiB, counted with the weights\n", draft,
                  (draft_store_bytes + (1u << 20) - 1) >> 20);
@@ -466,9 +482,9 @@ int main(int argc, char** argv) {
 #if defined(TF_WITH_MPI)
       if (ranks) fmt::print(stderr, "{}\n", tf::serve::tp::weights_line(0, c, path));
 #endif
-      auto b =
-          size_start(c.weight_bytes.value_or(file_bytes) + draft_store_bytes, c.kv_bytes_per_token,
-                     states * c.state_bytes_per_stream, c.weight_bytes_held);
+      auto b = size_start(c.weight_bytes.value_or(file_bytes) + draft_store_bytes,
+                          c.kv_bytes_per_token + draft_kv_bytes_per_token,
+                          states * c.state_bytes_per_stream, c.weight_bytes_held);
       parallel = b.streams;
       auto const pages = pool_pages(b);
       fmt::print(stderr, "tf: {} forward on the {}, {} KV pages of {} tokens\n", c.family,

@@ -1,6 +1,7 @@
 #pragma once
 /// Draft sources for speculative decoding: tokens proposed to follow a stream's history, which the
 /// lane host verifies with the target's own sampler (so they change speed, never the reply).
+#include <tf/batch.hpp>
 #include <tf/error.hpp>
 
 #include <algorithm>
@@ -34,6 +35,12 @@ class draft_source {
     (void)pages;
     propose(history, max, out);
   }
+  /// The target's KV pool, once it exists: a source that keeps its KV in pages mirroring the
+  /// target's (a draft model) sizes its store to it.
+  virtual void bind_target_pool(kv_shape target) { (void)target; }
+  /// Whether propose_at writes KV of its own at the stream's positions from the pending token on,
+  /// in pages mirroring the target's: the lane host then holds those pages before it proposes.
+  virtual bool writes_ahead() const { return false; }
   /// Sources that read the target's final hidden states (MTP heads): their width; 0: none.
   virtual std::size_t hidden_size() const { return 0; }
   /// The target ran positions `first` .. `first + n - 1` of a stream whose tokens through them are

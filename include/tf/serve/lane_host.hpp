@@ -75,6 +75,9 @@ class lane_host {
             admission_config(cfg_)) {
     if (model_.page_tokens() == 0) throw error("tf: the model's page size is 0 tokens");
     if (drafts_on_) metrics_->draft_source = std::string(draft_.source->name());
+    if (drafts_on_)
+      draft_.source->bind_target_pool({static_cast<std::int32_t>(model_.num_pages()),
+                                       static_cast<std::int32_t>(model_.page_tokens())});
     if constexpr (has_state)
       for (auto s = static_cast<std::size_t>(pool_slots(model, cfg_, slots_per_lane_));
            s < static_cast<std::size_t>(model_.num_state_slots()); ++s)
@@ -651,6 +654,10 @@ class lane_host {
     for (std::size_t i = 0; i < row_lanes.size(); ++i) {
       auto* l = row_lanes[i];
       tokens.push_back(l->pending);
+      // A source writing its own KV from the pending token on (in pages mirroring the target's)
+      // needs the pages its drafts will take first; the verify row takes them anyway.
+      if (draft_.source && draft_.source->writes_ahead())
+        hold(*l, 1 + std::min(draft_caps_[i], wanted(*l)));
       propose(*l, draft_caps_[i]);
       drafted = drafted || !l->drafts.empty();
       tokens.insert(tokens.end(), l->drafts.begin(), l->drafts.end());
