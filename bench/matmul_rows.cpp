@@ -7,7 +7,8 @@
 // activation row.
 //   g++ -O3 -std=c++20 -DNDEBUG -pthread -I include -I . bench/matmul_rows.cpp -o /tmp/mmr -lfmt
 //   /tmp/mmr [--threads 1,2] [--rows 1,2,3,5,9] [--shapes head,ffn_up,ffn_down,q] [--secs 0.4]
-//            [--isa avx2|avx512]
+//            [--isa avx2|avx512] [--arena MiB (256; one that fits the caches times the kernel
+//            alone)]
 #include <kernels/cpu/matmul.hpp>
 
 #include <sys/mman.h>
@@ -35,9 +36,18 @@ struct shape {
 };
 
 constexpr shape shapes[] = {
-    {"head", tensor_type::q8_0, 262144, 640},    {"ffn_up", tensor_type::q5_0, 2048, 640},
-    {"ffn_down", tensor_type::q5_0, 640, 2048},  {"q", tensor_type::q5_0, 1024, 640},
+    {"head", tensor_type::q8_0, 262144, 640},
+    {"ffn_up", tensor_type::q5_0, 2048, 640},
+    {"ffn_down", tensor_type::q5_0, 640, 2048},
+    {"q", tensor_type::q5_0, 1024, 640},
     {"q8_ffn_up", tensor_type::q8_0, 2048, 640},
+    // qwen3-0.6b Q4_K_M: Q4_K ffn_up / gate, the Q6_K head and ffn_down.
+    {"q4k_ffn_up", tensor_type::q4_k, 3072, 1024},
+    {"q6k_head", tensor_type::q6_k, 151936, 1024},
+    {"q6k_ffn_down", tensor_type::q6_k, 1024, 3072},
+    {"q4k_big", tensor_type::q4_k, 32768, 2048},
+    // The Gemma 4 E2B head: Q6_K 262,144 x 1536.
+    {"q6k_e2b_head", tensor_type::q6_k, 262144, 1536},
 };
 
 std::vector<int> parse_list(const char* s) {
@@ -50,17 +60,21 @@ std::vector<int> parse_list(const char* s) {
   return v;
 }
 
-// Random quants with a sane fp16 scale in every block (the first two bytes of each block).
-void fill(std::uint8_t* w, std::int64_t bytes, std::int64_t block_bytes) {
+// Random quants with sane fp16 scales in every block (the first two bytes of each block; Q4_K's
+// d and dmin, Q6_K's d in its last two).
+void fill(std::uint8_t* w, std::int64_t bytes, tensor_type t, std::int64_t block_bytes) {
   std::mt19937_64 rng(7);
   for (std::int64_t i = 0; i + 8 <= bytes; i += 8) {
     const std::uint64_t v = rng();
     std::memcpy(w + i, &v, 8);
   }
-  for (std::int64_t i = 0; i + block_bytes <= bytes; i += block_bytes) {
-    const std::uint16_t d = 0x2400;  // about 0.0156
-    std::memcpy(w + i, &d, 2);
-  }
+  const std::int64_t at = t == tensor_type::q6_k ? block_bytes - 2 : 0;
+  const int count = t == tensor_type::q4_k ? 2 : 1;
+  for (std::int64_t i = 0; i + block_bytes <= bytes; i += block_bytes)
+    for (int j = 0; j < count; ++j) {
+      const std::uint16_t d = 0x2400;  // about 0.0156
+      std::memcpy(w + i + at + 2 * j, &d, 2);
+    }
 }
 
 }  // namespace
@@ -70,6 +84,7 @@ int main(int argc, char** argv) {
   std::string which = "head,ffn_up,ffn_down";
   double secs = 0.4;
   isa path = tf::kernels::cpu::default_isa();
+  std::int64_t arena = 256ll << 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--threads")
@@ -80,11 +95,12 @@ int main(int argc, char** argv) {
       which = argv[i + 1];
     else if (a == "--secs")
       secs = std::atof(argv[i + 1]);
+    else if (a == "--arena")
+      arena = std::atoll(argv[i + 1]) << 20;
     else if (a == "--isa")
       path = std::string(argv[i + 1]) == "avx512" ? isa::avx512 : isa::avx2;
   }
   std::printf("path: %s\n", std::string(tf::kernels::cpu::isa_name(path)).c_str());
-  const std::int64_t arena = 256ll << 20;
   auto* mem =
       static_cast<std::uint8_t*>(mmap(nullptr, static_cast<std::size_t>(arena),
                                       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
@@ -101,8 +117,12 @@ int main(int argc, char** argv) {
     const auto tr = tf::model::traits_of(s.type);
     const std::int64_t wrb = static_cast<std::int64_t>(tf::model::row_bytes(s.type, s.k));
     const std::int64_t bytes = wrb * s.n;
-    const std::int64_t copies = std::max<std::int64_t>(1, arena / bytes);
-    fill(mem, std::min(arena, bytes * copies), static_cast<std::int64_t>(tr.block_bytes));
+    if (bytes > arena) {
+      std::printf("%-9s does not fit the arena\n", s.name);
+      continue;
+    }
+    const std::int64_t copies = arena / bytes;
+    fill(mem, std::min(arena, bytes * copies), s.type, static_cast<std::int64_t>(tr.block_bytes));
     const double blocks = static_cast<double>(s.n) * static_cast<double>(s.k / tr.block_elems);
     for (int t : threads) {
       thread_pool pool(t);

@@ -345,6 +345,7 @@ void matvec_rows(const std::uint8_t* w, std::int64_t wrb, std::int64_t rows, con
 #define TF_MATVEC(ns, fn, W, X) matvec_rows<W, X, ns::matvec<W, X, ns::fn<1>>>
 #define TF_MATVEC_0(ns, W) matvec_rows<W, block_q8_0, ns::matvec0<W, block_q8_0>>
 #define TF_MATVEC_0C(W) matvec_rows<W, block_q8_0c, avx512::matvec0c<W>>
+#define TF_MATVEC_K(W) matvec_rows<W, block_q8_k, avx512::matvec_k_streamed<W>>
 #endif
 
 /// A matvec routine for (type, path), or nullptr where the one-row dot is used row by row.
@@ -364,11 +365,11 @@ inline matvec_fn matvec_for(tf::model::tensor_type t, isa path) {
       case tensor_type::q3_k:
         return TF_MATVEC(avx512, dot_q3_k, block_q3_k, block_q8_k);
       case tensor_type::q4_k:
-        return TF_MATVEC(avx512, dot_q4_k, block_q4_k, block_q8_k);
+        return TF_MATVEC_K(block_q4_k);
       case tensor_type::q5_k:
-        return TF_MATVEC(avx512, dot_q5_k, block_q5_k, block_q8_k);
+        return TF_MATVEC_K(block_q5_k);
       case tensor_type::q6_k:
-        return TF_MATVEC(avx512, dot_q6_k, block_q6_k, block_q8_k);
+        return TF_MATVEC_K(block_q6_k);
       default:
         return nullptr;
     }
@@ -397,6 +398,7 @@ inline matvec_fn matvec_for(tf::model::tensor_type t, isa path) {
   }
 #undef TF_MATVEC
 #undef TF_MATVEC_0C
+#undef TF_MATVEC_K
 #undef TF_MATVEC_0
 #endif
   (void)t;
