@@ -8,6 +8,7 @@
 /// the stream's pending token.
 #include <families/common/tensor_binder.hpp>
 #include <families/gemma/gemma3_weights.hpp>
+#include <families/gemma/gemma4_config.hpp>
 #include <families/gemma/gemma4_weights.hpp>
 #include <kernels/cpu/dequant.hpp>
 #include <tf/backend/backend.hpp>
@@ -93,14 +94,7 @@ gemma4_assistant_hparams gemma4_assistant_hparams_from_gguf(Gguf const& g) {
     throw error("tf: {} GGUF {} lists {} layers of {}", arch,
                 key("attention.sliding_window_pattern"), swa.size(), hp.num_layers);
   hp.sliding.assign(swa.begin(), swa.end());
-  if (auto const* f = g.find_tensor("rope_freqs.weight")) {
-    // As the target's: factors of 1 turn, the converter's 1e30 leaves a pair unrotated.
-    std::vector<float> v(static_cast<std::size_t>(f->elements()));
-    kernels::cpu::dequantize_row(f->type, f->data, v.data(), f->elements());
-    auto const turning = std::count_if(v.begin(), v.end(), [](float x) { return x < 1e3f; });
-    hp.partial_rotary_factor =
-        2.0f * static_cast<float>(turning) / static_cast<float>(hp.global_head_dim);
-  }
+  hp.partial_rotary_factor = gemma4_partial_rotary(g, hp.global_head_dim);
   auto const* emb = g.find_tensor("token_embd.weight");
   if (!emb || emb->dims.size() != 2) throw error("tf: {} GGUF lacks a 2-D token_embd.weight", arch);
   hp.vocab_size = static_cast<int>(emb->dims[1]);

@@ -106,6 +106,18 @@ inline gemma4_hparams gemma4_hparams_from_config(nlohmann::json const& c) {
   return hp;
 }
 
+/// The share of a full layer's head dim that RoPE turns, from a GGUF's rope_freqs (factors of 1
+/// turn; the converter's 1e30 leaves a pair unrotated); 1 where the file has none.
+template <class Gguf>
+float gemma4_partial_rotary(Gguf const& g, int global_head_dim) {
+  auto const* f = g.find_tensor("rope_freqs.weight");
+  if (!f) return 1.0f;
+  std::vector<float> v(static_cast<std::size_t>(f->elements()));
+  kernels::cpu::dequantize_row(f->type, f->data, v.data(), f->elements());
+  auto const turning = std::count_if(v.begin(), v.end(), [](float x) { return x < 1e3f; });
+  return 2.0f * static_cast<float>(turning) / static_cast<float>(global_head_dim);
+}
+
 /// Reads `gemma4.*` keys from a GGUF file as llama.cpp's converter writes them (per-layer arrays
 /// for the sliding pattern, KV heads and MLP width; rope_freqs marking the full layers' unrotated
 /// pairs; K=V where a full layer has no attn_v). Throws tf::error on a missing key.
@@ -175,15 +187,7 @@ gemma4_hparams gemma4_hparams_from_gguf(Gguf const& g) {
   // The converter writes no v projection for K=V full layers.
   hp.k_eq_v = full >= 0 && full < hp.first_shared_layer() &&
               !g.find_tensor(fmt::format("blk.{}.attn_v.weight", full));
-  hp.partial_rotary_factor = 1.0f;
-  if (auto const* f = g.find_tensor("rope_freqs.weight")) {
-    // Frequency factors of 1 turn; the converter's 1e30 leaves a pair unrotated.
-    std::vector<float> v(static_cast<std::size_t>(f->elements()));
-    kernels::cpu::dequantize_row(f->type, f->data, v.data(), f->elements());
-    auto const turning = std::count_if(v.begin(), v.end(), [](float x) { return x < 1e3f; });
-    hp.partial_rotary_factor =
-        2.0f * static_cast<float>(turning) / static_cast<float>(hp.global_head_dim);
-  }
+  hp.partial_rotary_factor = gemma4_partial_rotary(g, hp.global_head_dim);
   auto const* emb = g.find_tensor("token_embd.weight");
   if (!emb || emb->dims.size() != 2) throw error("tf: gemma4 GGUF lacks a 2-D token_embd.weight");
   hp.vocab_size = static_cast<int>(emb->dims[1]);

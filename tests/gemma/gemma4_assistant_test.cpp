@@ -5,6 +5,8 @@
 // steps at the pending token's position over the target's KV), the checks of a mismatched
 // pair, and drafts in the lane host whose replies equal the replies without drafts.
 #include <families/gemma/gemma4.hpp>
+#include <tests/common/last_logits.hpp>
+#include <tests/common/served_replies.hpp>
 #include <tf/backend/cpu.hpp>
 #include <tf/engine/engine.hpp>
 #include <tf/registry.hpp>
@@ -76,9 +78,7 @@ oracle load_oracle() {
 
 float max_diff(std::span<float const> a, std::span<float const> b) {
   REQUIRE(a.size() == b.size());
-  float m = 0.0f;
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
-  return m;
+  return tf::test::compare(a, b).diff;
 }
 
 std::int32_t argmax(std::span<float const> v) {
@@ -174,10 +174,7 @@ TEST_CASE("the Gemma 4 assistant refuses a target it does not fit and rows it ca
 
 namespace {
 
-struct served {
-  std::vector<std::vector<std::int32_t>> replies;
-  std::uint64_t drafted = 0, accepted = 0;
-};
+using served = tf::test::served_replies;
 
 using tf::serve::generation_request;
 using make_head = std::function<std::unique_ptr<tf::target_kv_head>(engine&)>;
@@ -199,25 +196,7 @@ served serve(std::vector<generation_request> const& reqs, std::size_t parallel,
   tf::serve::metrics m;
   tf::serve::lane_host<engine, gemma::gemma4> host(e, {parallel, 256, 64, 64}, &m, drafts);
   CHECK(host.drafting() == static_cast<bool>(make));
-  std::vector<std::shared_ptr<tf::serve::request_stream>> streams;
-  for (auto const& r : reqs) {
-    auto s = host.submit(r);
-    REQUIRE(s.status != tf::serve::submit_status::rejected);
-    streams.push_back(s.stream);
-  }
-  served out;
-  for (auto& s : streams) {
-    auto& reply = out.replies.emplace_back();
-    for (;;) {
-      auto c = s->next(100ms);
-      for (auto& t : c.tokens) reply.push_back(t.token);
-      if (c.done) break;
-    }
-  }
-  CHECK(host.shutdown(0ms).balanced());
-  out.drafted = m.draft_tokens.load();
-  out.accepted = m.draft_accepted.load();
-  return out;
+  return tf::test::serve_all(host, m, reqs);
 }
 
 std::vector<generation_request> requests(bool seeded) {

@@ -4,6 +4,7 @@
 // drafts); the lane host holds a drafting stream's pages before it proposes, so the draft KV is
 // promised with the target's; and drafted replies equal the replies without drafts.
 #include <families/qwen/qwen3.hpp>
+#include <tests/common/served_replies.hpp>
 #include <tf/backend/cpu.hpp>
 #include <tf/engine/engine.hpp>
 #include <tf/engine/open.hpp>
@@ -114,10 +115,7 @@ namespace {
 using engine = tf::engine<qwen::qwen3, tf::backend::cpu>;
 using tf::serve::generation_request;
 
-struct served {
-  std::vector<std::vector<std::int32_t>> replies;
-  std::uint64_t drafted = 0, accepted = 0;
-};
+using served = tf::test::served_replies;
 
 // Every request at once on `parallel` lanes of the tiny Qwen3 target in pages of 8 tokens, with
 // its own F32 file as a mirroring draft model, or no drafts.
@@ -133,29 +131,9 @@ served serve(std::vector<generation_request> const& reqs, std::size_t parallel, 
     drafts.fixed_rows = std::numeric_limits<double>::infinity();
   }
   tf::serve::metrics m;
-  served out;
-  {
-    tf::serve::lane_host<engine, qwen::qwen3> host(e, {parallel, 128, 64, 64}, &m, drafts);
-    if (drafting) CHECK(source->mirrors());
-    std::vector<std::shared_ptr<tf::serve::request_stream>> streams;
-    for (auto const& r : reqs) {
-      auto s = host.submit(r);
-      REQUIRE(s.status != tf::serve::submit_status::rejected);
-      streams.push_back(s.stream);
-    }
-    for (auto& s : streams) {
-      auto& reply = out.replies.emplace_back();
-      for (;;) {
-        auto c = s->next(100ms);
-        for (auto& t : c.tokens) reply.push_back(t.token);
-        if (c.done) break;
-      }
-    }
-    CHECK(host.shutdown(0ms).balanced());
-  }
-  out.drafted = m.draft_tokens.load();
-  out.accepted = m.draft_accepted.load();
-  return out;
+  tf::serve::lane_host<engine, qwen::qwen3> host(e, {parallel, 128, 64, 64}, &m, drafts);
+  if (drafting) CHECK(source->mirrors());
+  return tf::test::serve_all(host, m, reqs);
 }
 
 }  // namespace

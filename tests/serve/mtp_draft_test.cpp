@@ -11,6 +11,7 @@
 #include <families/mtp_heads.hpp>
 #include <families/qwen/qwen35.hpp>
 #include <families/qwen/qwen3_next.hpp>
+#include <tests/common/served_replies.hpp>
 #include <tf/backend/cpu.hpp>
 #include <tf/engine/engine.hpp>
 #include <tf/serve/lane_host.hpp>
@@ -224,10 +225,7 @@ namespace {
 using tf::serve::generation_request;
 using tf::serve::lane_host;
 
-struct served {
-  std::vector<std::vector<std::int32_t>> replies;
-  std::uint64_t drafted = 0, accepted = 0;
-};
+using served = tf::test::served_replies;
 
 // Every request at once on `parallel` lanes of the tiny model in `dir` (Engine and Family), with
 // MTP drafts or none.
@@ -250,25 +248,7 @@ served serve(std::string const& dir, Load load, std::vector<generation_request> 
   tf::serve::metrics m;
   lane_host<Engine, Family> host(e, {parallel, 256, 64, 64}, &m, drafts);
   CHECK(host.drafting() == mtp);
-  std::vector<std::shared_ptr<tf::serve::request_stream>> streams;
-  for (auto const& r : reqs) {
-    auto s = host.submit(r);
-    REQUIRE(s.status != tf::serve::submit_status::rejected);
-    streams.push_back(s.stream);
-  }
-  served out;
-  for (auto& s : streams) {
-    auto& reply = out.replies.emplace_back();
-    for (;;) {
-      auto c = s->next(100ms);
-      for (auto& t : c.tokens) reply.push_back(t.token);
-      if (c.done) break;
-    }
-  }
-  CHECK(host.shutdown(0ms).balanced());
-  out.drafted = m.draft_tokens.load();
-  out.accepted = m.draft_accepted.load();
-  return out;
+  return tf::test::serve_all(host, m, reqs);
 }
 
 std::vector<generation_request> requests(bool seeded) {
