@@ -6,6 +6,7 @@
 // a prompt fed in chunks of 1, 7 or whole gives the same bits; 8 rows batched give each row's
 // solo logits bit for bit; a copied page and state slot continue as the originals; MoE picks
 // equal the CPU backend's; the runtime's and the launchers' errors reach the caller naming them.
+#include <families/gemma/gemma4.hpp>
 #include <families/mtp_heads.hpp>
 #include <tests/common/last_logits.hpp>
 #include <tests/cuda_host/emulated_engine.hpp>
@@ -379,4 +380,41 @@ TEST_CASE("on the emulated CUDA backend, MTP heads give the CPU head's logits an
     INFO("next step: max |cpu - cuda| logits " << d.diff << " of " << d.top);
     CHECK(d.diff <= 1e-4f * d.top + 1e-5f);
   }
+}
+
+// Gemma 4's assistant on CUDA beside a CUDA target, over the target's KV on the device: the CPU
+// assistant's logits and next states within the sums' order, for two steps at one position.
+TEST_CASE("on the emulated CUDA backend, Gemma 4's assistant gives the CPU assistant's drafts") {
+  namespace gemma = tf::families::gemma;
+  auto const target = fixture("gemma/tiny4_e/tiny-share3-f32.gguf");
+  auto const drafter = fixture("gemma/tiny4_e/assistant-f32.gguf");
+  tf::kv_shape const kv{8, 16, tf::kv_dtype::f32, 0};
+  auto const pages = tf::test::pages_in_order(kv.num_pages);
+  auto const prompt = tokens(5, 21, 512);
+  tf::batch_row const rows{prompt, 0, pages, false, -1};
+  auto const pos = static_cast<std::int32_t>(prompt.size());
+  auto steps = [&]<class B>(std::type_identity<B>) {
+    auto file = tf::model::model_file::open(target, tf::model::load_mode::map);
+    tf::engine<gemma::gemma4, B> e(file, kv, {});
+    std::vector<float> logits(512), hidden(prompt.size() * 64);
+    e.forward({&rows, 1}, logits.data(), hidden.data());
+    gemma::gemma4_assistant<B> a(drafter, e.backend(), e.kv_store(), e.bound_weights());
+    std::vector<float> state(hidden.end() - 64, hidden.end()), next(64), out;
+    std::int32_t token = 7;
+    for (int s = 0; s < 2; ++s) {
+      tf::batch_row const r{std::span(&token, 1), pos, pages, false, -1};
+      a.forward({&r, 1}, state.data(), logits.data(), next.data());
+      out.insert(out.end(), logits.begin(), logits.end());
+      out.insert(out.end(), next.begin(), next.end());
+      token = 11 + s;  // the same tokens on both backends, whatever each one's argmax
+      state = next;
+    }
+    return out;
+  };
+  auto const on_cpu = steps(std::type_identity<cpu>{});
+  auto const on_gpu = steps(std::type_identity<cuda>{});
+  auto const d = compare(on_cpu, on_gpu);
+  INFO("max |cpu - cuda| = " << d.diff << " of " << d.top);
+  CHECK(d.top > 0.0f);
+  CHECK(d.diff <= 1e-4f * d.top + 1e-5f);
 }
