@@ -6,6 +6,7 @@
 /// a layer scalar each; then its own norm, its own tied head for the logits, and post(x) as the
 /// hidden state of its next step. It keeps no KV: every step of a draft runs at the position of
 /// the stream's pending token.
+#include <families/common/gguf_layer_values.hpp>
 #include <families/common/tensor_binder.hpp>
 #include <families/gemma/gemma3_weights.hpp>
 #include <families/gemma/gemma4_config.hpp>
@@ -64,17 +65,10 @@ gemma4_assistant_hparams gemma4_assistant_hparams_from_gguf(Gguf const& g) {
     return static_cast<int>(*v);
   };
   auto per_layer = [&](char const* k, int n) {
-    auto const* kv = g.find_kv(key(k));
-    if (!kv) throw error("tf: {} GGUF lacks the metadata key {}", arch, key(k));
-    std::vector<int> v;
-    if (kv->type != model::gguf_type::array) {
-      v.assign(static_cast<std::size_t>(n), static_cast<int>(*g.get_int(key(k))));
-      return v;
-    }
-    for (auto x : g.get_int_array(key(k))) v.push_back(static_cast<int>(x));
+    auto const v = gguf_layer_values(g, key(k), n, arch);
     if (v.size() != static_cast<std::size_t>(n))
       throw error("tf: {} GGUF {} lists {} values for {} layers", arch, key(k), v.size(), n);
-    return v;
+    return std::vector<int>(v.begin(), v.end());
   };
   gemma4_assistant_hparams hp;
   hp.hidden_size = need_int("embedding_length");

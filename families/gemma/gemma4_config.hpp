@@ -2,6 +2,7 @@
 /// Gemma 4 hyper-parameters read from GGUF metadata or an HF config.json (gemma4_text, or the
 /// gemma4 multimodal wrapper's text_config), with transformers' defaults for the keys a saved
 /// config leaves out.
+#include <families/common/gguf_layer_values.hpp>
 #include <families/gemma/gemma4_hparams.hpp>
 #include <tf/error.hpp>
 #include <tf/model/config_int.hpp>
@@ -138,18 +139,10 @@ gemma4_hparams gemma4_hparams_from_gguf(Gguf const& g) {
   auto opt_float = [&](char const* k, double d) {
     return static_cast<float>(g.get_float(key(k)).value_or(d));
   };
-  // A per-layer value: an array of one per layer, or one number for every layer.
   auto per_layer = [&](char const* k, int n) {
-    std::vector<std::int64_t> v;
-    auto const* kv = g.find_kv(key(k));
-    if (!kv) throw error("tf: gemma4 GGUF lacks the metadata key {}", key(k));
-    if (kv->type != model::gguf_type::array) {
-      v.assign(static_cast<std::size_t>(n), *g.get_int(key(k)));
-    } else {
-      v = g.get_int_array(key(k));
-      if (v.size() != static_cast<std::size_t>(n))
-        throw error("tf: gemma4 GGUF {} lists {} values for {} layers", key(k), v.size(), n);
-    }
+    auto v = gguf_layer_values(g, key(k), n, "gemma4");
+    if (v.size() != static_cast<std::size_t>(n))
+      throw error("tf: gemma4 GGUF {} lists {} values for {} layers", key(k), v.size(), n);
     return v;
   };
   gemma4_hparams hp;

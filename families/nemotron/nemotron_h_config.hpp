@@ -1,6 +1,7 @@
 #pragma once
 /// Nemotron-H hyper-parameters read from GGUF metadata (nemotron_h, nemotron_h_moe) or an HF
 /// config.json (model_type nemotron_h, dense or MoE).
+#include <families/common/gguf_layer_values.hpp>
 #include <families/nemotron/nemotron_h_hparams.hpp>
 #include <tf/error.hpp>
 #include <tf/model/config_int.hpp>
@@ -40,13 +41,7 @@ nemotron_h_hparams hparams_from_gguf(Gguf const& g) {
   if (n <= 0) throw error("tf: {} GGUF has {} layers", arch, n);
   // A per-layer value: an array of at least n, or one scalar for every layer.
   auto per_layer = [&](char const* k) {
-    auto const* kv = g.find_kv(key(k));
-    if (!kv) throw error("tf: {} GGUF lacks the metadata key {}", arch, key(k));
-    std::vector<std::int64_t> v;
-    if (kv->type == model::gguf_type::array)
-      v = g.get_int_array(key(k));
-    else
-      v.assign(static_cast<std::size_t>(n), need_int(k));
+    auto const v = gguf_layer_values(g, key(k), n, arch);
     if (static_cast<int>(v.size()) < n)
       throw error("tf: {} GGUF {} has {} entries for {} layers", arch, key(k), v.size(), n);
     return v;

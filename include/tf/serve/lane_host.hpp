@@ -74,10 +74,11 @@ class lane_host {
             pool_config_from<pool_type>::make(model, pool_slots(model, cfg_, slots_per_lane_)),
             admission_config(cfg_)) {
     if (model_.page_tokens() == 0) throw error("tf: the model's page size is 0 tokens");
-    if (drafts_on_) metrics_->draft_source = std::string(draft_.source->name());
-    if (drafts_on_)
+    if (drafts_on_) {
+      metrics_->draft_source = std::string(draft_.source->name());
       draft_.source->bind_target_pool({static_cast<std::int32_t>(model_.num_pages()),
                                        static_cast<std::int32_t>(model_.page_tokens())});
+    }
     if constexpr (has_state)
       for (auto s = static_cast<std::size_t>(pool_slots(model, cfg_, slots_per_lane_));
            s < static_cast<std::size_t>(model_.num_state_slots()); ++s)
