@@ -431,10 +431,35 @@ void with_0_block(tf::model::tensor_type t, Fn&& fn) {
 // avx512::matmat0c for (type, nr in 1..8).
 inline void matmat0c_rows(tf::model::tensor_type t, const std::uint8_t* w, std::int64_t wrb,
                           std::int64_t rows, const block_q8_0c* const* x, std::int64_t nr,
-                          std::int64_t nb, float* y, std::int64_t y_stride) {
+                          std::int64_t nb, float* y, std::int64_t y_stride,
+                          std::int64_t prefetch_end) {
   with_0_block(t, [&]<class W>(const W*) {
-    with_rows<8>(nr, [&]<int NR>() { avx512::matmat0c<NR, W>(w, wrb, rows, x, nb, y, y_stride); });
+    with_rows<8>(nr, [&]<int NR>() {
+      avx512::matmat0c<NR, W>(w, wrb, rows, x, nb, y, y_stride, prefetch_end);
+    });
   });
+}
+
+/// Whether t is Q4_K, Q5_K or Q6_K (the K-quants with a streamed AVX-512 few-row kernel).
+inline bool is_streamed_k_type(tf::model::tensor_type t) {
+  using tf::model::tensor_type;
+  return t == tensor_type::q4_k || t == tensor_type::q5_k || t == tensor_type::q6_k;
+}
+
+// avx512::matmat_k_streamed for (type in Q4_K, Q5_K, Q6_K; nr in 1..8).
+inline void matmat_k_rows(tf::model::tensor_type t, const std::uint8_t* w, std::int64_t wrb,
+                          std::int64_t rows, const block_q8_k* const* x, std::int64_t nr,
+                          std::int64_t nb, float* y, std::int64_t y_stride,
+                          std::int64_t prefetch_end) {
+  using tf::model::tensor_type;
+  auto with_block = [&]<class W>(const W*) {
+    with_rows<8>(nr, [&]<int NR>() {
+      avx512::matmat_k_streamed<NR, W>(w, wrb, rows, x, nb, y, y_stride, prefetch_end);
+    });
+  };
+  if (t == tensor_type::q4_k) return with_block(static_cast<const block_q4_k*>(nullptr));
+  if (t == tensor_type::q5_k) return with_block(static_cast<const block_q5_k*>(nullptr));
+  with_block(static_cast<const block_q6_k*>(nullptr));
 }
 
 // avx2::matmat0 for (type, nr in 1..8).
@@ -462,9 +487,9 @@ inline bool is_0_type(tf::model::tensor_type t) {
   return t == tensor_type::q4_0 || t == tensor_type::q5_0 || t == tensor_type::q8_0;
 }
 
-/// The most activation rows the AVX2 _0 few-row path takes; from 16 on the eight-row tiles cost
-/// less per row.
-inline constexpr std::int64_t few_0_max = 15;
+/// The most activation rows the streamed few-row paths take (the _0 types on AVX2 and AVX-512,
+/// Q4_K / Q5_K / Q6_K on AVX-512); from 16 on the tiles cost less per row.
+inline constexpr std::int64_t few_max = 15;
 
 /// log2 of the offset the VNNI matvecs add to a _0 type's quants (see block_q8_0c).
 inline int unsigned_q_shift(tf::model::tensor_type t) {
@@ -685,13 +710,15 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   const bool float_act = act_format_of(p.w_type) == act_format::f32;
   const bool unsigned_act = detail::unsigned_q8_0_act(p.w_type, path);
   const detail::matvec_fn mv = p.b == 1 ? detail::matvec_for(p.w_type, path) : nullptr;
-  // A few rows (several decode streams) go through the matvec steps too, each weight block
-  // decoded once for all of them: fewer instructions per row than the batched dots.
-  const bool few_rows = unsigned_act && p.b >= 2 && p.b <= 8;
-  // On AVX2 the _0 types' few rows (a verify round's k + 1 positions of one stream) stream the
-  // weights as the one-row matvec does, each block decoded once for all of them.
-  const bool few_0 = TF_KERNELS_X86 && path == isa::avx2 && p.b >= 2 && p.b <= detail::few_0_max &&
-                     detail::is_0_type(p.w_type);
+  // A few rows (several decode streams, or a verify round's k + 1 positions of one stream) go
+  // through the matvec steps too, streaming the weights as the one-row matvec does, each weight
+  // block decoded once for all of them: the VNNI _0 types (few_rows), the _0 types on AVX2
+  // (few_0) and the K-quants on AVX-512 (few_k).
+  const bool few = p.b >= 2 && p.b <= detail::few_max;
+  const bool few_rows = unsigned_act && few;
+  const bool few_0 = TF_KERNELS_X86 && path == isa::avx2 && few && detail::is_0_type(p.w_type);
+  const bool few_k =
+      TF_KERNELS_X86 && path == isa::avx512 && few && detail::is_streamed_k_type(p.w_type);
   // The VNNI _0 matvecs take block_q8_0c, the batched dots block_q8_0u.
   const bool corrected_act = unsigned_act && (mv || few_rows);
   const std::int64_t arb =
@@ -726,7 +753,7 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   const void* const* xr = rows.data();
 #if TF_KERNELS_X86
   // Many rows: whole groups of a tile's width as tiles for a tiled kernel, where the type has one.
-  detail::tiled_kernel tk = p.b >= 8 && !corrected_act && !few_0
+  detail::tiled_kernel tk = p.b >= 8 && !corrected_act && !few_0 && !few_k
                                 ? detail::tiled_kernel_for(p.w_type, path)
                                 : detail::tiled_kernel{};
   if (p.b < tk.width) tk = {};
@@ -745,18 +772,18 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
     });
     tiles = to;
   }
-  // Rows [few_first, b) take avx2::matmat0: all of them on the few-row path, or the _0 tiles'
-  // leftover rows (fewer than eight).
-  const std::int64_t few_first = few_0 ? 0
+  // Rows [few_first, b) take a few-row kernel in groups of at most eight: all of them on the
+  // few-row paths, or the AVX2 _0 tiles' leftover rows (fewer than eight).
+  const bool few_streamed = few_0 || few_k || few_rows;
+  const std::int64_t few_first = few_streamed ? 0
                                  : tk.dot && path == isa::avx2 && detail::is_0_type(p.w_type)
                                      ? tiled_groups * tw
                                      : p.b;
-  // Their activation scales as f32, in groups of at most eight rows: [nb][8] per group, row r
-  // of the group in lane r.
   const std::int64_t few_n = p.b - few_first, few_groups = (few_n + 7) / 8;
   const std::int64_t few_per = few_groups ? (few_n + few_groups - 1) / few_groups : 0;
+  // avx2::matmat0's activation scales as f32: [nb][8] per group, row r of the group in lane r.
   thread_local std::vector<float> scales;
-  if (few_n > 0) {
+  if (few_n > 0 && !few_k && !few_rows) {
     scales.assign(static_cast<std::size_t>(few_groups * dot_n * 8), 0.0f);
     for (std::int64_t r = 0; r < few_n; ++r) {
       const auto* xb = reinterpret_cast<const block_q8_0*>(xq + (few_first + r) * arb);
@@ -813,28 +840,32 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
     if (few_q4_k)
       return avx2::matmat_q4_k(wr, wrb, end - begin, reinterpret_cast<const block_q8_k* const*>(xr),
                                p.b, dot_n, p.y + begin, p.n);
-    if (few_0) {
+    if (few_streamed) {
       // Groups of at most eight rows (the registers' worth), each against runs of weight rows
       // that stay in L1 meanwhile (the first group's pass prefetches them).
-      const auto* xb = reinterpret_cast<const block_q8_0* const*>(xr);
       const std::int64_t rows = end - begin;
       const std::int64_t run = few_groups == 1 ? rows : std::max<std::int64_t>(1, (16 << 10) / wrb);
       for (std::int64_t s0 = 0; s0 < rows; s0 += run) {
         const std::int64_t s1 = std::min(rows, s0 + run);
-        for (std::int64_t g = 0; g < few_groups; ++g)
-          detail::matmat0_rows(p.w_type, wr + s0 * wrb, wrb, s1 - s0, xb + g * few_per,
-                               few_scales + g * dot_n * 8, std::min(few_per, p.b - g * few_per),
-                               dot_n, p.y + g * few_per * p.n + begin + s0, p.n,
-                               g == 0 ? (rows - s0) * wrb : 0);
+        for (std::int64_t g = 0; g < few_groups; ++g) {
+          const std::int64_t r0 = g * few_per, nr = std::min(few_per, p.b - r0);
+          const std::int64_t prefetch_end = g == 0 ? (rows - s0) * wrb : 0;
+          const std::uint8_t* ws = wr + s0 * wrb;
+          float* ys = p.y + r0 * p.n + begin + s0;
+          if (few_0)
+            detail::matmat0_rows(p.w_type, ws, wrb, s1 - s0,
+                                 reinterpret_cast<const block_q8_0* const*>(xr) + r0,
+                                 few_scales + g * dot_n * 8, nr, dot_n, ys, p.n, prefetch_end);
+          else if (few_k)
+            detail::matmat_k_rows(p.w_type, ws, wrb, s1 - s0,
+                                  reinterpret_cast<const block_q8_k* const*>(xr) + r0, nr, dot_n,
+                                  ys, p.n, prefetch_end);
+          else
+            detail::matmat0c_rows(p.w_type, ws, wrb, s1 - s0,
+                                  reinterpret_cast<const block_q8_0c* const*>(xr) + r0, nr, dot_n,
+                                  ys, p.n, prefetch_end);
+        }
       }
-      return;
-    }
-    if (few_rows) {
-      const auto* xc = reinterpret_cast<const block_q8_0c* const*>(xr);
-      for (std::int64_t r0 = 0; r0 < p.b; r0 += 8)
-        detail::matmat0c_rows(p.w_type, wr, wrb, end - begin, xc + r0,
-                              std::min<std::int64_t>(8, p.b - r0), dot_n, p.y + r0 * p.n + begin,
-                              p.n);
       return;
     }
 #endif
@@ -854,7 +885,7 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
     const std::int64_t units = p.n / unit;
     const std::int64_t piece = std::max<std::int64_t>(16, (4 << 20) / (wrb * unit) / 16 * 16);
     auto in_rows = [&](std::int64_t u0, std::int64_t u1) { fn(u0 * unit, u1 * unit); };
-    if (!(mv || few_rows || few_0) || pool.size() == 1 || units < 4 * pool.size() * piece)
+    if (!(mv || few_rows || few_0 || few_k) || pool.size() == 1 || units < 4 * pool.size() * piece)
       return pool.parallel_for(units, in_rows);
     pool.parallel_pieces(units, piece, in_rows);
   };
@@ -869,7 +900,8 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   if (corrected_act) {  // one or a few activation rows on the VNNI path
     const auto* xc = reinterpret_cast<const block_q8_0c* const*>(xr);
     over_rows(8, [&](std::int64_t begin, std::int64_t end) {
-      // Past four rows the weights go round again: 32 groups at a time, so from L2.
+      // Past four rows the weights go round again (up to four times): 32 groups at a time, so
+      // from L2.
       for (std::int64_t g = begin / 8; g < end / 8; g += 32) {
         const std::int64_t groups = std::min<std::int64_t>(32, end / 8 - g);
         for (std::int64_t r0 = 0; r0 < p.b; r0 += 4)

@@ -312,6 +312,39 @@ TEST_CASE("a few activation rows of a _0 matrix give each row's dot bits", "[mat
   }
 }
 
+TEST_CASE("a few activation rows of a K-quant matrix give each row's one-row bits", "[matmul]") {
+  // Several decode streams or a verify round (2-15 rows) take the streamed few-row kernel on
+  // AVX-512 (groups of at most eight, each against runs of weight rows held in L1), 16 and up
+  // the tiles with the batched dots for the rows left over. Every output must be what the row
+  // gives alone (the one-row matvec, itself checked against the batched dots above): k = 768
+  // makes runs of a few dozen rows, so n = 157 rows cross several runs and prefetched and
+  // unprefetched rows in every chunk of 1, 2 and 3 threads.
+  const std::int64_t n = 157, k = 768, most = 23;
+  for (auto t : {tensor_type::q4_k, tensor_type::q5_k, tensor_type::q6_k}) {
+    for (auto path : paths()) {
+      DYNAMIC_SECTION(tf::model::traits_of(t).name << " " << cpu::isa_name(path)) {
+        std::mt19937 gen(static_cast<unsigned>(t) * 11 + 5);
+        const auto w = random_weights(t, n, k, gen);
+        const auto x = random_x(most, k, gen);
+        std::vector<float> want;
+        for (std::int64_t r = 0; r < most; ++r) {
+          const auto yr = run(t, w, x.data() + r * k, n, k, 1, 1, path);
+          want.insert(want.end(), yr.begin(), yr.end());
+        }
+        for (int threads : {1, 2, 3}) {
+          cpu::thread_pool pool(threads);
+          for (std::int64_t b : {2, 3, 5, 8, 9, 12, 15, 16, 17, 23}) {
+            INFO("b=" << b << " threads=" << threads);
+            std::vector<float> y(static_cast<std::size_t>(b * n), -1.0f);
+            cpu::matmul({t, w.data(), x.data(), y.data(), n, k, b}, pool, path);
+            CHECK(y == std::vector<float>(want.begin(), want.begin() + b * n));
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("matvec_group gives each matrix matmul's bits, in one pass or one by one", "[matmul]") {
   // Mixes like a layer's q/k/v (two types, one shared) and gate/up, with odd row counts so the
   // static chunks cut through members; b = 2 and rows8 fall back to matmul per member.
@@ -394,7 +427,8 @@ TEST_CASE("a Q8_0 matrix in rows8 gives the row-major results bit for bit", "[ma
   }
   const auto x = random_x(20, k, gen);
   for (auto path : paths()) {
-    for (std::int64_t b : {1, 3, 8, 20}) {
+    // 9-15 rows take the few-row kernel four rows a pass, 20 the row-major tiles.
+    for (std::int64_t b : {1, 3, 8, 9, 12, 15, 20}) {
       for (int threads : {1, 3}) {
         DYNAMIC_SECTION(cpu::isa_name(path) << " b=" << b << " threads=" << threads) {
           cpu::thread_pool pool(threads);
