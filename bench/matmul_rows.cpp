@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
   madvise(mem, static_cast<std::size_t>(arena), MADV_HUGEPAGE);
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.f, 1.f);
-  constexpr int most_rows = 32;
+  constexpr int most_rows = 64;
   std::vector<float> x(most_rows * 4096), y(most_rows * 262144);
   for (auto& v : x) v = nd(rng);
   std::printf("%-9s %4s %3s %9s %9s %8s %11s %9s\n", "shape", "thr", "b", "ms/call", "ms/1row*b",

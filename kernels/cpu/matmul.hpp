@@ -491,6 +491,9 @@ inline bool is_0_type(tf::model::tensor_type t) {
 /// Q4_K / Q5_K / Q6_K on AVX-512); from 16 on the tiles cost less per row.
 inline constexpr std::int64_t few_max = 15;
 
+/// The most activation rows the VNNI rows8 kernel takes (four a pass, the weights from L2).
+inline constexpr std::int64_t rows8_few_max = 64;
+
 /// log2 of the offset the VNNI matvecs add to a _0 type's quants (see block_q8_0c).
 inline int unsigned_q_shift(tf::model::tensor_type t) {
   using tf::model::tensor_type;
@@ -719,8 +722,11 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   const bool few_0 = TF_KERNELS_X86 && path == isa::avx2 && few && detail::is_0_type(p.w_type);
   const bool few_k =
       TF_KERNELS_X86 && path == isa::avx512 && few && detail::is_streamed_k_type(p.w_type);
+  // The rows8 head's few-row kernel stays ahead of the row-major tiles up to about a hundred rows.
+  const bool few_rows8 =
+      unsigned_act && p.layout == weight_layout::rows8 && p.b <= detail::rows8_few_max;
   // The VNNI _0 matvecs take block_q8_0c, the batched dots block_q8_0u.
-  const bool corrected_act = unsigned_act && (mv || few_rows);
+  const bool corrected_act = unsigned_act && (mv || few_rows || few_rows8);
   const std::int64_t arb =
       corrected_act  ? p.k / qk32 * static_cast<std::int64_t>(sizeof(block_q8_0c))
       : unsigned_act ? p.k / qk32 * static_cast<std::int64_t>(sizeof(block_q8_0u))
@@ -900,8 +906,7 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   if (corrected_act) {  // one or a few activation rows on the VNNI path
     const auto* xc = reinterpret_cast<const block_q8_0c* const*>(xr);
     over_rows(8, [&](std::int64_t begin, std::int64_t end) {
-      // Past four rows the weights go round again (up to four times): 32 groups at a time, so
-      // from L2.
+      // Past four rows the weights go round again: 32 groups at a time, so from L2.
       for (std::int64_t g = begin / 8; g < end / 8; g += 32) {
         const std::int64_t groups = std::min<std::int64_t>(32, end / 8 - g);
         for (std::int64_t r0 = 0; r0 < p.b; r0 += 4)
