@@ -720,8 +720,13 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   const bool few = p.b >= 2 && p.b <= detail::few_max;
   const bool few_rows = unsigned_act && few;
   const bool few_0 = TF_KERNELS_X86 && path == isa::avx2 && few && detail::is_0_type(p.w_type);
-  const bool few_k =
-      TF_KERNELS_X86 && path == isa::avx512 && few && detail::is_streamed_k_type(p.w_type);
+  // Q4_K's sixteen-row tiles cost less than its few-row kernel from eight rows on: 8-15 rows
+  // fill one tile, topped up with zero rows whose results are dropped.
+  const bool pad_tile = TF_KERNELS_X86 && path == isa::avx512 && p.b >= 8 && p.b < 16 &&
+                        p.w_type == tf::model::tensor_type::q4_k;
+  const std::int64_t act_rows = pad_tile ? 16 : p.b;
+  const bool few_k = TF_KERNELS_X86 && path == isa::avx512 && few && !pad_tile &&
+                     detail::is_streamed_k_type(p.w_type);
   // The rows8 head's few-row kernel stays ahead of the row-major tiles up to about a hundred rows.
   const bool few_rows8 =
       unsigned_act && p.layout == weight_layout::rows8 && p.b <= detail::rows8_few_max;
@@ -738,7 +743,8 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   thread_local std::vector<std::uint8_t> scratch;
   const std::uint8_t* xq = reinterpret_cast<const std::uint8_t*>(p.x);
   if (!float_act) {
-    std::uint8_t* dst = detail::aligned_scratch(scratch, arb * p.b);
+    std::uint8_t* dst = detail::aligned_scratch(scratch, arb * act_rows);
+    std::memset(dst + arb * p.b, 0, static_cast<std::size_t>(arb * (act_rows - p.b)));
     auto quantize = [&](std::int64_t r) {
       const float* x = p.x + r * p.k;
       std::uint8_t* d = dst + r * arb;
@@ -759,15 +765,15 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   const void* const* xr = rows.data();
 #if TF_KERNELS_X86
   // Many rows: whole groups of a tile's width as tiles for a tiled kernel, where the type has one.
-  detail::tiled_kernel tk = p.b >= 8 && !corrected_act && !few_0 && !few_k
+  detail::tiled_kernel tk = act_rows >= 8 && !corrected_act && !few_0 && !few_k
                                 ? detail::tiled_kernel_for(p.w_type, path)
                                 : detail::tiled_kernel{};
-  if (p.b < tk.width) tk = {};
+  if (act_rows < tk.width) tk = {};
   // A few activation rows against Q4_K on AVX2: eight weight rows at a time in the lanes.
   const bool few_q4_k =
       path == isa::avx2 && p.w_type == tf::model::tensor_type::q4_k && p.b >= 2 && !tk.dot;
   const std::int64_t tw = tk.width;
-  const std::int64_t tiled_groups = tk.dot ? p.b / tw : 0;
+  const std::int64_t tiled_groups = tk.dot ? act_rows / tw : 0;
   thread_local std::vector<std::uint8_t> tile_buf;
   const std::uint8_t* tiles = nullptr;
   if (tk.dot) {
@@ -826,8 +832,8 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
             tk.dots(wd + (row0 - s0) * dot_n * tk.decoded, tile, dot_n, out16[row0 - s0]);
           for (std::int64_t row = row0; row < s1; ++row)
             tk.dot(wd + (row - s0) * dot_n * tk.decoded, tile, dot_n, out16[row - s0]);
-          // Back to row-major in whole runs of the tile's output rows.
-          for (std::int64_t r = 0; r < tw; ++r)
+          // Back to row-major in whole runs of the tile's output rows (not the zero rows').
+          for (std::int64_t r = 0; r < std::min(tw, p.b - g * tw); ++r)
             for (std::int64_t row = s0; row < s1; ++row)
               p.y[(g * tw + r) * p.n + row] = out16[row - s0][r];
         }
