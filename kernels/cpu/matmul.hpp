@@ -446,15 +446,20 @@ inline bool is_streamed_k_type(tf::model::tensor_type t) {
   return t == tensor_type::q4_k || t == tensor_type::q5_k || t == tensor_type::q6_k;
 }
 
-// avx512::matmat_k_streamed for (type in Q4_K, Q5_K, Q6_K; nr in 1..8).
-inline void matmat_k_rows(tf::model::tensor_type t, const std::uint8_t* w, std::int64_t wrb,
-                          std::int64_t rows, const block_q8_k* const* x, std::int64_t nr,
-                          std::int64_t nb, float* y, std::int64_t y_stride,
+// matmat_k_streamed on `path` for (type in Q4_K, Q5_K, Q6_K; nr in 1..8 on AVX-512, 1..4 on
+// AVX2, whose sixteen registers hold fewer rows' accumulators beside a decoded super-block).
+inline void matmat_k_rows(tf::model::tensor_type t, isa path, const std::uint8_t* w,
+                          std::int64_t wrb, std::int64_t rows, const block_q8_k* const* x,
+                          std::int64_t nr, std::int64_t nb, float* y, std::int64_t y_stride,
                           std::int64_t prefetch_end) {
   using tf::model::tensor_type;
   auto with_block = [&]<class W>(const W*) {
-    with_rows<8>(nr, [&]<int NR>() {
-      avx512::matmat_k_streamed<NR, W>(w, wrb, rows, x, nb, y, y_stride, prefetch_end);
+    if (path == isa::avx512)
+      return with_rows<8>(nr, [&]<int NR>() {
+        avx512::matmat_k_streamed<NR, W>(w, wrb, rows, x, nb, y, y_stride, prefetch_end);
+      });
+    with_rows<4>(nr, [&]<int NR>() {
+      avx2::matmat_k_streamed<NR, W>(w, wrb, rows, x, nb, y, y_stride, prefetch_end);
     });
   };
   if (t == tensor_type::q4_k) return with_block(static_cast<const block_q4_k*>(nullptr));
@@ -725,8 +730,10 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   const bool pad_tile = TF_KERNELS_X86 && path == isa::avx512 && p.b >= 8 && p.b < 16 &&
                         p.w_type == tf::model::tensor_type::q4_k;
   const std::int64_t act_rows = pad_tile ? 16 : p.b;
-  const bool few_k = TF_KERNELS_X86 && path == isa::avx512 && few && !pad_tile &&
-                     detail::is_streamed_k_type(p.w_type);
+  const bool few_k = TF_KERNELS_X86 && few && !pad_tile &&
+                     ((path == isa::avx512 && detail::is_streamed_k_type(p.w_type)) ||
+                      (path == isa::avx2 && (p.w_type == tf::model::tensor_type::q5_k ||
+                                             p.w_type == tf::model::tensor_type::q6_k)));
   // The rows8 head's few-row kernel stays ahead of the row-major tiles up to about a hundred rows.
   const bool few_rows8 =
       unsigned_act && p.layout == weight_layout::rows8 && p.b <= detail::rows8_few_max;
@@ -791,7 +798,8 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
                                  : tk.dot && path == isa::avx2 && detail::is_0_type(p.w_type)
                                      ? tiled_groups * tw
                                      : p.b;
-  const std::int64_t few_n = p.b - few_first, few_groups = (few_n + 7) / 8;
+  const std::int64_t few_width = few_k && path == isa::avx2 ? 4 : 8;
+  const std::int64_t few_n = p.b - few_first, few_groups = (few_n + few_width - 1) / few_width;
   const std::int64_t few_per = few_groups ? (few_n + few_groups - 1) / few_groups : 0;
   // avx2::matmat0's activation scales as f32: [nb][8] per group, row r of the group in lane r.
   thread_local std::vector<float> scales;
@@ -869,7 +877,7 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
                                  reinterpret_cast<const block_q8_0* const*>(xr) + r0,
                                  few_scales + g * dot_n * 8, nr, dot_n, ys, p.n, prefetch_end);
           else if (few_k)
-            detail::matmat_k_rows(p.w_type, ws, wrb, s1 - s0,
+            detail::matmat_k_rows(p.w_type, path, ws, wrb, s1 - s0,
                                   reinterpret_cast<const block_q8_k* const*>(xr) + r0, nr, dot_n,
                                   ys, p.n, prefetch_end);
           else

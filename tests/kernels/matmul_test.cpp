@@ -313,10 +313,11 @@ TEST_CASE("a few activation rows of a _0 matrix give each row's dot bits", "[mat
 }
 
 TEST_CASE("a few activation rows of a K-quant matrix give each row's one-row bits", "[matmul]") {
-  // Several decode streams or a verify round (2-15 rows) take the streamed few-row kernel on
-  // AVX-512 (groups of at most eight, each against runs of weight rows held in L1), Q4_K's 8-15
-  // rows one sixteen-row tile topped up with zero rows, 16 and up the tiles with the batched
-  // dots for the rows left over. Every output must be what the row
+  // Several decode streams or a verify round (2-15 rows) take the streamed few-row kernel
+  // (groups of at most eight on AVX-512, four on AVX2 for Q5_K and Q6_K, each against runs of
+  // weight rows held in L1), Q4_K's 8-15 rows on AVX-512 one sixteen-row tile topped up with
+  // zero rows, 16 and up the tiles with the batched dots for the rows left over. Every output
+  // must be what the row
   // gives alone (the one-row matvec, itself checked against the batched dots above): k = 768
   // makes runs of a few dozen rows, so n = 157 rows cross several runs and prefetched and
   // unprefetched rows in every chunk of 1, 2 and 3 threads.
