@@ -317,10 +317,9 @@ TEST_CASE("a few activation rows of a K-quant matrix give each row's one-row bit
   // (groups of at most eight on AVX-512, four on AVX2 for Q5_K and Q6_K, each against runs of
   // weight rows held in L1), Q4_K's 8-15 rows on AVX-512 one sixteen-row tile topped up with
   // zero rows, 16 and up the tiles with the batched dots for the rows left over. Every output
-  // must be what the row
-  // gives alone (the one-row matvec, itself checked against the batched dots above): k = 768
-  // makes runs of a few dozen rows, so n = 157 rows cross several runs and prefetched and
-  // unprefetched rows in every chunk of 1, 2 and 3 threads.
+  // must be what the row gives alone (the one-row matvec, itself checked against the batched
+  // dots above): k = 768 makes runs of a few dozen rows, so n = 157 rows cross several runs and
+  // prefetched and unprefetched rows in every chunk of 1, 2 and 3 threads.
   const std::int64_t n = 157, k = 768, most = 23;
   for (auto t : {tensor_type::q4_k, tensor_type::q5_k, tensor_type::q6_k}) {
     for (auto path : paths()) {
