@@ -13,11 +13,11 @@ Files: ~/.cache/tf-bench/shapes/<shape>-<quant>.gguf (an F16 file per shape firs
 sdist's gguf-py from random normal weights, std 0.02, norms 1; the tokenizer metadata is copied
 from the sdist's ggml-vocab-qwen2.gguf for Qwen3, Qwen3-MoE and GLM-4, ggml-vocab-qwen35.gguf for
 Qwen3.5, ggml-vocab-llama-bpe.gguf for Nemotron-H (a stand-in BPE vocabulary), its token list
-padded with [PADn] tokens to the model's vocabulary as HF conversions do, and from the default
-Gemma 3 270M GGUF for Gemma 3). Made once; a file that exists is reused. Prompts are token ids (no
-tokenizer), as llama-bench's are. The tensors the converter keeps in F32 (the MoE router, the SSM
-conv kernels, A, D and norms) are F32 in the F16 file too; A is -(1..heads), as Mamba2's init, and
-D is 1, so the recurrences decay as trained ones do.
+padded with [PADn] tokens to the model's vocabulary as HF conversions do (or cut to it: GLM-4),
+and from the default Gemma 3 270M GGUF for Gemma 3). Made once; a file that exists is reused.
+Prompts are token ids (no tokenizer), as llama-bench's are. The tensors the converter keeps in
+F32 (the MoE router, the SSM conv kernels, A, D and norms) are F32 in the F16 file too; A is
+-(1..heads), as Mamba2's init, and D is 1, so the recurrences decay as trained ones do.
 
 Cut shapes keep every per-layer and vocabulary dimension of the model and fewer layers
 (qwen3-4b-cut: 8 of 36, glm4-9b-cut: 4 of 40, qwen3-30b-a3b-cut: 2 of 48, qwen3.5-0.8b-cut: 8 of
@@ -170,6 +170,27 @@ def tokenizer_fields(shape):
         if f.name == "tokenizer.ggml.scores" and len(val) < shape["vocab"]:
             val = list(val) + [-1000.0] * (shape["vocab"] - len(val))
         out.append((f.name, val, vt, sub))
+    return fit_vocab(out, shape["vocab"])
+
+
+def fit_vocab(fields, n):
+    """A stand-in token list longer than the model's vocabulary (GLM-4's 151552 against Qwen2's
+    151936) cut to it, as llama.cpp takes the vocabulary's size from the list: the merges that
+    make a dropped token go, and special-token ids past the end point at the last kept token."""
+    lists = ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.scores")
+    tokens = next(v for k, v, _, _ in fields if k == "tokenizer.ggml.tokens")
+    if len(tokens) <= n:
+        return fields
+    kept = set(tokens[:n])
+    out = []
+    for k, v, vt, sub in fields:
+        if k in lists:
+            v = list(v)[:n]
+        elif k == "tokenizer.ggml.merges":
+            v = [m for m in v if m.replace(" ", "", 1) in kept]
+        elif k.endswith("_token_id") and int(v) >= n:
+            v = n - 1
+        out.append((k, v, vt, sub))
     return out
 
 
