@@ -533,7 +533,8 @@ lines = [
     f"{args.rounds} alternating rounds, {minutes:.0f} min. CPU: "
     f"{open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}"
     f", {os.cpu_count()} cores; tf {commit} (`{tf_generate.relative_to(root) if tf_generate.is_relative_to(root) else tf_generate}`, Release); "
-    f"llama.cpp: `{llama_bin / 'llama-bench'}` (bench/build_llama_cpp.sh gcc-native, "
+    f"llama.cpp: `{llama_bin / 'llama-bench'}` (bench/build_llama_cpp.sh "
+    f"{pathlib.Path(args.llama).name.removeprefix('llama-')}, "
     f"llama-cpp-python 0.3.36's vendor/llama.cpp, `-r 1`, its defaults otherwise). The machine was "
     f"shared with other sessions' compiles: load average {min(loads):.2f}–{max(loads):.2f} at the "
     f"runs' starts (the bench's own runs count in it).",
