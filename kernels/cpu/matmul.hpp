@@ -440,7 +440,7 @@ inline void matmat0c_rows(tf::model::tensor_type t, const std::uint8_t* w, std::
   });
 }
 
-/// Whether t is Q4_K, Q5_K or Q6_K (the K-quants with a streamed AVX-512 few-row kernel).
+/// Whether t is Q4_K, Q5_K or Q6_K (the K-quants with a streamed few-row kernel).
 inline bool is_streamed_k_type(tf::model::tensor_type t) {
   using tf::model::tensor_type;
   return t == tensor_type::q4_k || t == tensor_type::q5_k || t == tensor_type::q6_k;
@@ -730,10 +730,10 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
   const bool pad_tile = TF_KERNELS_X86 && path == isa::avx512 && p.b >= 8 && p.b < 16 &&
                         p.w_type == tf::model::tensor_type::q4_k;
   const std::int64_t act_rows = pad_tile ? 16 : p.b;
-  const bool few_k = TF_KERNELS_X86 && few && !pad_tile &&
-                     ((path == isa::avx512 && detail::is_streamed_k_type(p.w_type)) ||
-                      (path == isa::avx2 && (p.w_type == tf::model::tensor_type::q5_k ||
-                                             p.w_type == tf::model::tensor_type::q6_k)));
+  // (AVX2's Q4_K has its own few-row kernel, few_q4_k below.)
+  const bool few_k =
+      TF_KERNELS_X86 && few && !pad_tile && detail::is_streamed_k_type(p.w_type) &&
+      (path == isa::avx512 || (path == isa::avx2 && p.w_type != tf::model::tensor_type::q4_k));
   // The rows8 head's few-row kernel stays ahead of the row-major tiles up to about a hundred rows.
   const bool few_rows8 =
       unsigned_act && p.layout == weight_layout::rows8 && p.b <= detail::rows8_few_max;
@@ -791,7 +791,7 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
     });
     tiles = to;
   }
-  // Rows [few_first, b) take a few-row kernel in groups of at most eight: all of them on the
+  // Rows [few_first, b) take a few-row kernel in groups of at most few_width: all of them on the
   // few-row paths, or the AVX2 _0 tiles' leftover rows (fewer than eight).
   const bool few_streamed = few_0 || few_k || few_rows;
   const std::int64_t few_first = few_streamed ? 0
@@ -861,8 +861,8 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
       return avx2::matmat_q4_k(wr, wrb, end - begin, reinterpret_cast<const block_q8_k* const*>(xr),
                                p.b, dot_n, p.y + begin, p.n);
     if (few_streamed) {
-      // Groups of at most eight rows (the registers' worth), each against runs of weight rows
-      // that stay in L1 meanwhile (the first group's pass prefetches them).
+      // Groups of at most few_width rows (the registers' worth), each against runs of weight
+      // rows that stay in L1 meanwhile (the first group's pass prefetches them).
       const std::int64_t rows = end - begin;
       const std::int64_t run = few_groups == 1 ? rows : std::max<std::int64_t>(1, (16 << 10) / wrb);
       for (std::int64_t s0 = 0; s0 < rows; s0 += run) {
