@@ -206,10 +206,10 @@ def layer_kinds(s):
     return ["attn"] * L
 
 
-def tensor_list_qwen35(s):
+def layer_tensors_qwen35(s):
     h, hd = s["hidden"], s["head_dim"]
     nk, nv, dk = s["lin_k_heads"], s["lin_v_heads"], s["lin_head_dim"]
-    t = [("token_embd.weight", [s["vocab"], h])]
+    t = []
     for i, kind in enumerate(layer_kinds(s)):
         b = f"blk.{i}."
         t += [(b + "attn_norm.weight", [h]), (b + "post_attention_norm.weight", [h])]
@@ -227,18 +227,15 @@ def tensor_list_qwen35(s):
                   (b + "ssm_out.weight", [h, nv * dk])]
         t += [(b + "ffn_gate.weight", [s["ffn"], h]), (b + "ffn_up.weight", [s["ffn"], h]),
               (b + "ffn_down.weight", [h, s["ffn"]])]
-    t += [("output_norm.weight", [h])]
-    if not s["tied"]:
-        t += [("output.weight", [s["vocab"], h])]
     return t
 
 
-def tensor_list_nemotron_h(s):
+def layer_tensors_nemotron_h(s):
     h, hd = s["hidden"], s["head_dim"]
     nh, ng, ds = s["mamba_heads"], s["groups"], s["state"]
     d_inner = nh * s["mamba_head_dim"]
     conv_dim = d_inner + 2 * ng * ds
-    t = [("token_embd.weight", [s["vocab"], h])]
+    t = []
     for i, kind in enumerate(layer_kinds(s)):
         b = f"blk.{i}."
         t += [(b + "attn_norm.weight", [h])]
@@ -256,21 +253,26 @@ def tensor_list_nemotron_h(s):
                   (b + "attn_output.weight", [h, s["heads"] * hd])]
         else:
             t += [(b + "ffn_up.weight", [s["ffn"], h]), (b + "ffn_down.weight", [h, s["ffn"]])]
-    t += [("output_norm.weight", [h])]
-    if not s["tied"]:
-        t += [("output.weight", [s["vocab"], h])]
     return t
 
 
 def tensor_list(s):
     """(name, [rows, cols], [experts, rows, cols] or [n]) of every tensor of shape s, in file
-    order (numpy order: GGUF's ne reversed)."""
-    if s["arch"] == "qwen35":
-        return tensor_list_qwen35(s)
-    if s["arch"] == "nemotron_h":
-        return tensor_list_nemotron_h(s)
+    order (numpy order: GGUF's ne reversed): the embedding, the layers, the final norm and an
+    untied head."""
+    h = s["hidden"]
+    layers = {"qwen35": layer_tensors_qwen35,
+              "nemotron_h": layer_tensors_nemotron_h}.get(s["arch"], layer_tensors)
+    t = [("token_embd.weight", [s["vocab"], h])] + layers(s) + [("output_norm.weight", [h])]
+    if not s["tied"]:
+        t += [("output.weight", [s["vocab"], h])]
+    return t
+
+
+def layer_tensors(s):
+    """The layers' tensors of the attention-only shapes (Qwen3, Qwen3-MoE, Gemma 3, GLM-4)."""
     h, hd, L = s["hidden"], s["head_dim"], s.get("cut", s["layers"])
-    t = [("token_embd.weight", [s["vocab"], h])]
+    t = []
     for i in range(L):
         b = f"blk.{i}."
         t += [(b + "attn_norm.weight", [h]), (b + "attn_q.weight", [s["heads"] * hd, h]),
@@ -296,9 +298,6 @@ def tensor_list(s):
         else:
             t += [(b + "ffn_gate.weight", [s["ffn"], h]), (b + "ffn_up.weight", [s["ffn"], h])]
         t += [(b + "ffn_down.weight", [h, s["ffn"]])]
-    t += [("output_norm.weight", [h])]
-    if not s["tied"]:
-        t += [("output.weight", [s["vocab"], h])]
     return t
 
 
