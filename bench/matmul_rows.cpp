@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
   double secs = 0.4;
   isa path = tf::kernels::cpu::default_isa();
   std::int64_t arena = 256ll << 20;
+  bool amx = tf::kernels::cpu::amx_tiles();
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--threads")
@@ -99,10 +100,13 @@ int main(int argc, char** argv) {
       secs = std::atof(argv[i + 1]);
     else if (a == "--arena")
       arena = std::atoll(argv[i + 1]) << 20;
+    else if (a == "--amx")
+      amx = std::atoi(argv[i + 1]) != 0;
     else if (a == "--isa")
       path = std::string(argv[i + 1]) == "avx512" ? isa::avx512 : isa::avx2;
   }
-  std::printf("path: %s\n", std::string(tf::kernels::cpu::isa_name(path)).c_str());
+  std::printf("path: %s%s\n", std::string(tf::kernels::cpu::isa_name(path)).c_str(),
+              amx && tf::kernels::cpu::amx_tiles() && path == isa::avx512 ? " + AMX tiles" : "");
   auto* mem =
       static_cast<std::uint8_t*>(mmap(nullptr, static_cast<std::size_t>(arena),
                                       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
@@ -110,8 +114,8 @@ int main(int argc, char** argv) {
   madvise(mem, static_cast<std::size_t>(arena), MADV_HUGEPAGE);
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.f, 1.f);
-  constexpr int most_rows = 64;
-  std::vector<float> x(most_rows * 4096), y(most_rows * 262144);
+  constexpr int most_rows = 512;
+  std::vector<float> x(most_rows * 4096), y;
   for (auto& v : x) v = nd(rng);
   std::printf("%-9s %4s %3s %9s %9s %8s %11s %9s\n", "shape", "thr", "b", "ms/call", "ms/1row*b",
               "GB/s", "ns/blk/row", "vs 1row");
@@ -150,7 +154,7 @@ int main(int argc, char** argv) {
             p.k = s.k;
             p.b = b;
             if (s.rows8) p.layout = tf::kernels::cpu::weight_layout::rows8;
-            tf::kernels::cpu::matmul(p, pool, path);
+            tf::kernels::cpu::matmul(p, pool, path, amx);
             ++c;
           }
           samples.push_back(
@@ -161,6 +165,7 @@ int main(int argc, char** argv) {
       };
       for (int b : rows) {
         if (b < 1 || b > most_rows) continue;
+        y.resize(static_cast<std::size_t>(b * s.n));
         const double many = time_calls(b, 1);
         // b one-row calls, each on other weights (b decode steps' worth of weight reads).
         const double ones = time_calls(1, b);

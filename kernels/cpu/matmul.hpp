@@ -3,6 +3,7 @@
 /// x is quantized once per call (Q8_0, Q8_1 or Q8_K by weight type); each output element has the
 /// bits of one call of one dot routine (the sixteen-row tile kernels keep each row's integer sums
 /// and float steps), so results do not depend on the thread count or on the batch size.
+#include <kernels/cpu/amx_tiles.hpp>
 #include <kernels/cpu/cpu_features.hpp>
 #include <kernels/cpu/quantize.hpp>
 #include <kernels/cpu/quantize_x86.hpp>
@@ -141,6 +142,11 @@ struct tiled_kernel {
   int rows = 1;
   std::int64_t decoded = 0, tiled = 0;
   int width = 16;
+  // `rows` weight rows against two consecutive tiles, out [rows][2 width]; or null.
+  dot_fn dots_pair = nullptr;
+  // Weight rows go `rows` at a time only, the last run topped up with zero rows (no `dot`), and
+  // `dots` writes act-major: activation row a's results at out + a * amx::out_stride.
+  bool amx = false;
 };
 
 // A weight row of `nb` blocks W decoded block by block into D.
@@ -284,12 +290,32 @@ inline tiled_kernel tiled_kernel_avx2(tf::model::tensor_type t) {
   }
 }
 
-// The tiled kernel for weight type `t` on `path`, or one with null members where there is none.
-inline tiled_kernel tiled_kernel_for(tf::model::tensor_type t, isa path) {
+// The tiled kernel for weight type `t` on `path`, or one with null members where there is none;
+// with `amx`, Q4_K's sixteen weight rows at a time on AMX int8 tiles (the same bits).
+inline tiled_kernel tiled_kernel_for(tf::model::tensor_type t, isa path, bool amx = false) {
   using tf::model::tensor_type;
   if (path == isa::avx2) return tiled_kernel_avx2(t);
   if (path != isa::avx512) return {};
   namespace v = avx512;
+#if TF_KERNELS_AMX
+  if (amx && t == tensor_type::q4_k) {
+    using amx::block_q4_k_amx;
+    const auto one = dot_tiles<block_q4_k_amx, v::block_q8_k_x16, amx::dot_q4_k_amx<1>>;
+    return {decode_rows<block_q4_k, block_q4_k_amx, amx::decode_q4_k_amx>,
+            tile_rows_q8_k<v::block_q8_k_x16, 4>,
+            one,
+            one,
+            16,
+            sizeof(block_q4_k_amx),
+            sizeof(v::block_q8_k_x16),
+            16,
+            dot_tiles<block_q4_k_amx, v::block_q8_k_x16, amx::dot_q4_k_amx<2>>,
+            true};
+    static_assert(amx::out_stride == 64, "outs holds 64 weight rows per activation row");
+  }
+#else
+  (void)amx;
+#endif
   auto zero = [](auto decode) {
     return tiled_kernel{decode,
                         tile_rows_0u,
@@ -708,9 +734,11 @@ inline void check_params(const matmul_params& p) {
 
 }  // namespace detail
 
-/// y = x W^T on `pool`, over weight rows in static chunks, with the dot routines of `path`.
+/// y = x W^T on `pool`, over weight rows in static chunks, with the dot routines of `path` (and
+/// AMX tiles on the AVX-512 path where `amx` and amx_tiles(); the same bits either way).
 /// Throws tf::error if k is not a whole number of blocks or a pointer is missing.
-inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default_isa()) {
+inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default_isa(),
+                   bool amx = true) {
   detail::check_params(p);
   if (p.n == 0 || p.b == 0) return;
   const auto tr = tf::model::traits_of(p.w_type);
@@ -773,7 +801,7 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
 #if TF_KERNELS_X86
   // Many rows: whole groups of a tile's width as tiles for a tiled kernel, where the type has one.
   detail::tiled_kernel tk = act_rows >= 8 && !corrected_act && !few_0 && !few_k
-                                ? detail::tiled_kernel_for(p.w_type, path)
+                                ? detail::tiled_kernel_for(p.w_type, path, amx && amx_tiles())
                                 : detail::tiled_kernel{};
   if (act_rows < tk.width) tk = {};
   // A few activation rows against Q4_K on AVX2: eight weight rows at a time in the lanes.
@@ -827,23 +855,36 @@ inline void matmul(const matmul_params& p, thread_pool& pool, isa path = default
       thread_local std::vector<std::uint8_t> decoded;
       std::uint8_t* wd = detail::aligned_scratch(decoded, 64 * dot_n * tk.decoded);
       const std::int64_t rest = tiled_groups * tw;
-      alignas(64) float out16[64][16];
+      alignas(64) float outs[64 * 32];  // [64][16], or act-major [32][64]
       float out[64];
       for (std::int64_t s0 = begin; s0 < end; s0 += 64) {
         const std::int64_t s1 = std::min(end, s0 + 64);
         for (std::int64_t row = s0; row < s1; ++row)
           tk.decode(wr + (row - begin) * wrb, wd + (row - s0) * dot_n * tk.decoded, dot_n);
-        for (std::int64_t g = 0; g < tiled_groups; ++g) {
+        // Zero rows up to a whole run (their results are dropped).
+        const std::int64_t s1r = tk.amx ? s0 + (s1 - s0 + tk.rows - 1) / tk.rows * tk.rows : s1;
+        std::memset(wd + (s1 - s0) * dot_n * tk.decoded, 0,
+                    static_cast<std::size_t>((s1r - s1) * dot_n * tk.decoded));
+        for (std::int64_t g = 0; g < tiled_groups;) {
           const std::uint8_t* tile = tiles + g * dot_n * tk.tiled;
+          const bool pair = tk.dots_pair && g + 1 < tiled_groups;
+          // Not the zero rows; the row-major kernels write [rows][16] (AVX2's first eight).
+          const std::int64_t acts = std::min(pair ? 2 * tw : tw, p.b - g * tw);
           std::int64_t row0 = s0;
-          for (; row0 + tk.rows <= s1; row0 += tk.rows)
-            tk.dots(wd + (row0 - s0) * dot_n * tk.decoded, tile, dot_n, out16[row0 - s0]);
+          for (; row0 + tk.rows <= s1r; row0 += tk.rows)
+            (pair ? tk.dots_pair : tk.dots)(wd + (row0 - s0) * dot_n * tk.decoded, tile, dot_n,
+                                            outs + (row0 - s0) * (tk.amx ? 1 : 16));
           for (std::int64_t row = row0; row < s1; ++row)
-            tk.dot(wd + (row - s0) * dot_n * tk.decoded, tile, dot_n, out16[row - s0]);
-          // Back to row-major in whole runs of the tile's output rows (not the zero rows').
-          for (std::int64_t r = 0; r < std::min(tw, p.b - g * tw); ++r)
-            for (std::int64_t row = s0; row < s1; ++row)
-              p.y[(g * tw + r) * p.n + row] = out16[row - s0][r];
+            tk.dot(wd + (row - s0) * dot_n * tk.decoded, tile, dot_n, outs + (row - s0) * 16);
+          // Back to row-major in whole runs of the tile's output rows.
+          for (std::int64_t r = 0; r < acts; ++r)
+            if (tk.amx)
+              std::memcpy(p.y + (g * tw + r) * p.n + s0, outs + r * amx::out_stride,
+                          static_cast<std::size_t>(s1 - s0) * sizeof(float));
+            else
+              for (std::int64_t row = s0; row < s1; ++row)
+                p.y[(g * tw + r) * p.n + row] = outs[(row - s0) * 16 + r];
+          g += pair ? 2 : 1;
         }
         if (few_first < p.b)  // the rows just decoded are still in cache: no prefetch
           detail::matmat0_rows(p.w_type, wr + (s0 - begin) * wrb, wrb, s1 - s0,

@@ -346,6 +346,43 @@ TEST_CASE("a few activation rows of a K-quant matrix give each row's one-row bit
   }
 }
 
+TEST_CASE("Q4_K batches on AMX tiles give each row's one-row bits", "[matmul]") {
+  // Where the CPU has AMX int8 (amx_tiles()), Q4_K batches of 8 rows and up go sixteen weight
+  // rows at a time through tile multiplies, one or two sixteen-row activation tiles per call,
+  // the weight rows of a chunk topped up with zero rows: n = 157 leaves a partial run in every
+  // chunk, and the row counts cover one tile, a pair, a pair and a single, and the batched dots'
+  // leftover rows. Elsewhere the same calls take the VNNI tiles; either way every output must be
+  // what the row gives alone (k = 2560: ten super-blocks, the tiles' row stride past 4 KiB).
+  const std::int64_t n = 157, most = 52;
+  INFO("amx_tiles: " << cpu::amx_tiles());
+  for (std::int64_t k : {256, 2560}) {
+    for (auto path : paths()) {
+      DYNAMIC_SECTION("k=" << k << " " << cpu::isa_name(path)) {
+        std::mt19937 gen(static_cast<unsigned>(k) + 17);
+        const auto w = random_weights(tensor_type::q4_k, n, k, gen);
+        const auto x = random_x(most, k, gen);
+        std::vector<float> want;
+        for (std::int64_t r = 0; r < most; ++r) {
+          const auto yr = run(tensor_type::q4_k, w, x.data() + r * k, n, k, 1, 1, path);
+          want.insert(want.end(), yr.begin(), yr.end());
+        }
+        for (int threads : {1, 2, 3}) {
+          cpu::thread_pool pool(threads);
+          for (std::int64_t b : {8, 16, 31, 32, 48, 52}) {
+            for (bool amx : {true, false}) {
+              INFO("b=" << b << " threads=" << threads << " amx=" << amx);
+              std::vector<float> y(static_cast<std::size_t>(b * n), -1.0f);
+              cpu::matmul({tensor_type::q4_k, w.data(), x.data(), y.data(), n, k, b}, pool, path,
+                          amx);
+              CHECK(y == std::vector<float>(want.begin(), want.begin() + b * n));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("matvec_group gives each matrix matmul's bits, in one pass or one by one", "[matmul]") {
   // Mixes like a layer's q/k/v (two types, one shared) and gate/up, with odd row counts so the
   // static chunks cut through members; b = 2 and rows8 fall back to matmul per member.
