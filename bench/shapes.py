@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """The shape bench (issue 39): random-weight GGUFs in the real shapes of models people run on a
 CPU, quantized by llama.cpp's llama-quantize, then tf-generate against llama-bench on each file,
-alternating, at 1 and 2 threads: prefill of 512 tokens and 64 decode tokens at depth 0.
+alternating, at 1 and 2 threads: prefill of 512 tokens and 64 decode tokens at depth 0 (or after
+--depth tokens of context).
 
 Usage: python3 bench/shapes.py [--shapes qwen3-0.6b gemma3-1b qwen3-4b-cut glm4-9b-cut
            qwen3-30b-a3b-cut qwen3.5-0.8b-cut nemotron3-nano-4b-cut] [--quants Q4_K_M Q6_K Q8_0]
            [--threads 1 2] [--rounds 2] [--build build-perf]
            [--llama ~/.cache/tf-bench/llama-gcc-native] [--make-only] [--write] [--json out.json]
-           [--tiny]
+           [--tiny] [--depth 4096]
 
 Files: ~/.cache/tf-bench/shapes/<shape>-<quant>.gguf (an F16 file per shape first, made with the
 sdist's gguf-py from random normal weights, std 0.02, norms 1; the tokenizer metadata is copied
@@ -121,6 +122,8 @@ ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
 ap.add_argument("--rounds", type=int, default=2)
 ap.add_argument("--prefill", type=int, default=512)
 ap.add_argument("--decode-tokens", type=int, default=64)
+ap.add_argument("--depth", type=int, default=0,
+                help="decode after this many context tokens (prefill stays at depth 0)")
 ap.add_argument("--build", default=str(root / "build-perf"))
 ap.add_argument("--base", help="a second tf-generate (e.g. before a change), run beside the first")
 ap.add_argument("--llama", default=str(cache / "llama-gcc-native"))
@@ -456,7 +459,7 @@ def prompt_ids(vocab, n):
 def run_tf(path, vocab, threads, binary=tf_generate):
     """(prefill tok/s of a 512-token prompt, decode tok/s of 64 tokens after one token)."""
     out = []
-    for n_prompt, n_predict in ((args.prefill, 1), (1, args.decode_tokens + 1)):
+    for n_prompt, n_predict in ((args.prefill, 1), (max(1, args.depth), args.decode_tokens + 1)):
         cmd = [str(binary), str(path), "--tokens",
                ",".join(map(str, prompt_ids(vocab, n_prompt))), "-n", str(n_predict),
                "--ignore-eos", "-q", "--threads", str(threads)]
@@ -470,16 +473,21 @@ def run_tf(path, vocab, threads, binary=tf_generate):
 
 def run_llama(path, threads):
     pp = tg = None
-    cmd = [str(llama_bin / "llama-bench"), "-m", str(path), "-t", str(threads), "-r", "1", "-o",
-           "jsonl", "-p", str(args.prefill), "-n", str(args.decode_tokens)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    for line in r.stdout.splitlines():
-        if line.startswith("{"):
-            j = json.loads(line)
-            if j["n_prompt"] > 0:
-                pp = j["avg_ts"]
-            else:
-                tg = j["avg_ts"]
+    base = [str(llama_bin / "llama-bench"), "-m", str(path), "-t", str(threads), "-r", "1", "-o",
+            "jsonl"]
+    # llama-bench's -d puts every test at that depth: the decode at depth runs on its own.
+    cmds = ([base + ["-p", str(args.prefill), "-n", str(args.decode_tokens)]] if not args.depth else
+            [base + ["-p", str(args.prefill), "-n", "0"],
+             base + ["-p", "0", "-n", str(args.decode_tokens), "-d", str(args.depth)]])
+    for cmd in cmds:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        for line in r.stdout.splitlines():
+            if line.startswith("{"):
+                j = json.loads(line)
+                if j["n_prompt"] > 0:
+                    pp = j["avg_ts"]
+                else:
+                    tg = j["avg_ts"]
     if pp is None or tg is None:
         sys.exit(f"llama-bench failed ({r.returncode}): {r.stderr[-2000:]}")
     return [pp, tg]
@@ -545,7 +553,7 @@ lines = [
         for n in args.shapes) + ".",
     "",
     f"Tokens/s, median (min–max) over rounds; prefill of {args.prefill} tokens, decode of "
-    f"{args.decode_tokens} at depth 0. MB / token: the bytes a decode token reads (every matrix "
+    f"{args.decode_tokens} at depth {args.depth}. MB / token: the bytes a decode token reads (every matrix "
     "once, the head; one embedding row not counted), with the head's share.",
     "",
     "| shape | quant | matrix types | MB / token | threads | tf prefill | llama.cpp prefill | "
@@ -554,7 +562,7 @@ lines = [
 ]
 if args.base:
     lines[-4:-2] = [f"Tokens/s, median (min–max) over rounds; prefill of {args.prefill} tokens, "
-                    f"decode of {args.decode_tokens} at depth 0; `before`: `{args.base}` in the "
+                    f"decode of {args.decode_tokens} at depth {args.depth}; `before`: `{args.base}` in the "
                     "same rounds. MB / token: the bytes a decode token reads (every matrix once, "
                     "the head; one embedding row not counted), with the head's share.", ""]
     lines[-2] = lines[-2].replace("| tf prefill |", "| tf prefill | before |").replace(
