@@ -36,6 +36,7 @@ sys.path.insert(0, str(sdist / "gguf-py"))
 sys.path.insert(0, str(root / "fixtures" / "scripts"))
 import gguf  # noqa: E402
 import make_gemma4_tiny_gguf as gg  # noqa: E402
+import llama_bench  # noqa: E402  (bench/, next to this script)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--config", required=True, help="NAME=config.json")
@@ -183,20 +184,7 @@ def run_tf(path, vocab, threads):
 
 
 def run_llama(path, threads):
-    pp = tg = None
-    cmd = [str(llama_bin / "llama-bench"), "-m", str(path), "-t", str(threads), "-r", "1", "-o",
-           "jsonl", "-p", str(args.prefill), "-n", str(args.decode_tokens)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    for line in r.stdout.splitlines():
-        if line.startswith("{"):
-            j = json.loads(line)
-            if j["n_prompt"] > 0:
-                pp = j["avg_ts"]
-            else:
-                tg = j["avg_ts"]
-    if pp is None or tg is None:
-        sys.exit(f"llama-bench failed ({r.returncode}): {r.stderr[-2000:]}")
-    return [pp, tg]
+    return llama_bench.run(llama_bin, path, threads, args.prefill, args.decode_tokens)
 
 
 cfg = text_config()

@@ -71,6 +71,7 @@ sys.path.insert(0, str(sdist / "gguf-py"))
 
 import numpy as np  # noqa: E402
 import gguf  # noqa: E402
+import llama_bench  # noqa: E402  (bench/, next to this script)
 
 # Model shapes (config.json of each model). cut: layers kept in the file.
 SHAPES = {
@@ -472,25 +473,7 @@ def run_tf(path, vocab, threads, binary=tf_generate):
 
 
 def run_llama(path, threads):
-    pp = tg = None
-    base = [str(llama_bin / "llama-bench"), "-m", str(path), "-t", str(threads), "-r", "1", "-o",
-            "jsonl"]
-    # llama-bench's -d puts every test at that depth: the decode at depth runs on its own.
-    cmds = ([base + ["-p", str(args.prefill), "-n", str(args.decode_tokens)]] if not args.depth else
-            [base + ["-p", str(args.prefill), "-n", "0"],
-             base + ["-p", "0", "-n", str(args.decode_tokens), "-d", str(args.depth)]])
-    for cmd in cmds:
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        for line in r.stdout.splitlines():
-            if line.startswith("{"):
-                j = json.loads(line)
-                if j["n_prompt"] > 0:
-                    pp = j["avg_ts"]
-                else:
-                    tg = j["avg_ts"]
-    if pp is None or tg is None:
-        sys.exit(f"llama-bench failed ({r.returncode}): {r.stderr[-2000:]}")
-    return [pp, tg]
+    return llama_bench.run(llama_bin, path, threads, args.prefill, args.decode_tokens, args.depth)
 
 
 def loadavg():
