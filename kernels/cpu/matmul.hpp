@@ -340,6 +340,14 @@ inline tiled_kernel tiled_kernel_for(tf::model::tensor_type t, isa path, bool am
               4,
               sizeof(v::block_q4_k_tiled),
               sizeof(v::block_q8_k_x16)};
+    case tensor_type::q5_k:
+      return {decode_rows<block_q5_k, v::block_q5_k_tiled, v::decode_q5_k_tiled>,
+              tile_rows_q8_k<v::block_q8_k_x16, 4>,
+              dot_tiles<v::block_q5_k_tiled, v::block_q8_k_x16, v::dot_q5_k_tile16<1>>,
+              dot_tiles<v::block_q5_k_tiled, v::block_q8_k_x16, v::dot_q5_k_tile16<2>>,
+              2,
+              sizeof(v::block_q5_k_tiled),
+              sizeof(v::block_q8_k_x16)};
     case tensor_type::q6_k:
       return {decode_rows<block_q6_k, v::block_q6_k_tiled, v::decode_q6_k_tiled>,
               tile_rows_q8_k<v::block_q8_k_q6_x16, 8>,
