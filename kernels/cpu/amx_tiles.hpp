@@ -109,9 +109,7 @@ __attribute__((target("avx2,fma,f16c"))) inline void decode_q4_k_amx(const block
                           _mm256_mullo_epi16(q[h], _mm256_set1_epi16(static_cast<short>(s >> 3))));
     }
   }
-  for (int m = 0; m < 4; ++m)
-    out.min_pairs[m] =
-        static_cast<std::int32_t>((mn >> (16 * m) & 0xff) | (mn >> (16 * m + 8) & 0xff) << 16);
+  avx512::k_min_pairs(mn, out.min_pairs);
   out.d = avx512::h2f(b.d);
   out.dmin = avx512::h2f(b.dmin);
 }
@@ -193,9 +191,7 @@ dot_q4_k_amx(const block_q4_k_amx* w, const block_q8_k_x16* x, std::int64_t nb, 
         const __m512i isum =
             _mm512_add_epi32(_mm512_load_si512(sums[2 * n][h]),
                              _mm512_slli_epi32(_mm512_load_si512(sums[2 * n + 1][h]), 3));
-        __m512i summ = _mm512_setzero_si512();
-        for (int m = 0; m < 4; ++m)
-          summ = _mm512_dpwssd_epi32(summ, pairs[m], _mm512_set1_epi32(b.min_pairs[m]));
+        const __m512i summ = avx512::k_min_sums(pairs, b.min_pairs);
         acc[n][h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
                                     _mm512_mul_ps(_mm512_set1_ps(b.d), dx), acc[n][h]);
         acc_m[n][h] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(b.dmin), dx),

@@ -300,6 +300,7 @@ inline tiled_kernel tiled_kernel_for(tf::model::tensor_type t, isa path, bool am
 #if TF_KERNELS_AMX
   if (amx && t == tensor_type::q4_k) {
     using amx::block_q4_k_amx;
+    static_assert(amx::out_stride == 64, "outs holds 64 weight rows per activation row");
     const auto one = dot_tiles<block_q4_k_amx, v::block_q8_k_x16, amx::dot_q4_k_amx<1>>;
     return {decode_rows<block_q4_k, block_q4_k_amx, amx::decode_q4_k_amx>,
             tile_rows_q8_k<v::block_q8_k_x16, 4>,
@@ -311,7 +312,6 @@ inline tiled_kernel tiled_kernel_for(tf::model::tensor_type t, isa path, bool am
             16,
             dot_tiles<block_q4_k_amx, v::block_q8_k_x16, amx::dot_q4_k_amx<2>>,
             true};
-    static_assert(amx::out_stride == 64, "outs holds 64 weight rows per activation row");
   }
 #else
   (void)amx;
